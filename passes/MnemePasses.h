@@ -1,0 +1,68 @@
+// The mneme-cc pass plugin: capture device IR, embed it in the host object.
+//
+// A CUDA translation unit is compiled twice by one clang driver: once per GPU
+// arch for the device (nvptx64) and once for the host.  The device side
+// serialises its module before optimisation and leaves it in a hand-off
+// file; the host side, which clang always runs after the device side, picks
+// the files up and embeds them in the object.  Logic lives in free
+// functions; Plugin.cpp wraps them in passes.
+#ifndef MNEME_PASSES_H
+#define MNEME_PASSES_H
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/IR/Module.h"
+
+#include <string>
+
+namespace mneme {
+
+// --- Handoff.cpp ---------------------------------------------------------
+
+// The directory shared by the device and host jobs (created if needed).
+std::string handoffDirectory();
+
+// Identifies one translation unit within one clang driver run: both jobs of
+// a TU see the same driver process and the same main file name, and no
+// other TU, build or parallel job does.
+std::string handoffKey(const llvm::Module &M);
+
+// `<dir>/<key>.<arch>.mnir`
+std::string handoffPath(llvm::StringRef Key, llvm::StringRef Arch);
+
+// Writes Contents to Path through a temporary file and a rename, so a
+// reader never sees half a record.  Returns an error message, empty on
+// success.
+std::string writeFileAtomically(llvm::StringRef Path, llvm::StringRef Contents);
+
+// Reads and deletes every hand-off file for Key, in a stable order.
+llvm::SmallVector<std::string, 2> takeHandoffFiles(llvm::StringRef Key,
+                                                    std::string &Error);
+
+// --- DeviceCapture.cpp ---------------------------------------------------
+
+// Serialises the device module as one embedded-IR record (metadata and
+// bitcode) without changing it.  Attributes that only clang's -O0 adds
+// (optnone, and the noinline that must accompany it) are left out of the
+// copy so that replay can optimise it.
+std::string encodeDeviceModule(llvm::Module &M);
+
+// Writes the record to the hand-off directory; errors go to the context.
+void captureDeviceModule(llvm::Module &M);
+
+// --- HostEmbed.cpp -------------------------------------------------------
+
+// True for a host module that registers CUDA kernels or variables.
+bool isCudaHostModule(const llvm::Module &M);
+
+// Embeds Records (already encoded, concatenated) in `.mneme_ir` and adds a
+// constructor that hands them to the recorder's hook if one is loaded.
+void embedRecords(llvm::Module &M, llvm::StringRef Records);
+
+// Takes the hand-off files for this TU and embeds them; warns when a CUDA
+// host module finds none.
+void embedHostModule(llvm::Module &M);
+
+} // namespace mneme
+
+#endif

@@ -1,0 +1,69 @@
+// Pass registration: `opt -passes=mneme-capture|mneme-embed`, and the
+// pipeline-start extension point through which clang runs them unasked.
+#include "MnemePasses.h"
+#include "Version.h"
+
+#include "llvm/IR/PassManager.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Plugins/PassPlugin.h"
+#include "llvm/TargetParser/Triple.h"
+
+using namespace llvm;
+
+namespace {
+
+struct CapturePass : PassInfoMixin<CapturePass> {
+  PreservedAnalyses run(Module &M, ModuleAnalysisManager &) {
+    mneme::captureDeviceModule(M);
+    return PreservedAnalyses::all();
+  }
+  static bool isRequired() { return true; } // also at -O0 and under opt-bisect
+};
+
+struct EmbedPass : PassInfoMixin<EmbedPass> {
+  PreservedAnalyses run(Module &M, ModuleAnalysisManager &) {
+    mneme::embedHostModule(M);
+    return PreservedAnalyses::none();
+  }
+  static bool isRequired() { return true; }
+};
+
+// Clang runs the pipeline-start callbacks before any optimisation, at every
+// level: exactly where the device module must be captured.
+void addForTarget(ModulePassManager &MPM, OptimizationLevel) {
+  // The triple is only known once the pass runs; dispatch there.
+  struct Dispatch : PassInfoMixin<Dispatch> {
+    PreservedAnalyses run(Module &M, ModuleAnalysisManager &AM) {
+      if (M.getTargetTriple().isNVPTX())
+        return CapturePass().run(M, AM);
+      if (mneme::isCudaHostModule(M))
+        return EmbedPass().run(M, AM);
+      return PreservedAnalyses::all();
+    }
+    static bool isRequired() { return true; }
+  };
+  MPM.addPass(Dispatch());
+}
+
+bool parsePipelineElement(StringRef Name, ModulePassManager &MPM,
+                          ArrayRef<PassBuilder::PipelineElement>) {
+  if (Name == "mneme-capture") {
+    MPM.addPass(CapturePass());
+    return true;
+  }
+  if (Name == "mneme-embed") {
+    MPM.addPass(EmbedPass());
+    return true;
+  }
+  return false;
+}
+
+} // namespace
+
+extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo llvmGetPassPluginInfo() {
+  return {LLVM_PLUGIN_API_VERSION, "MnemePasses", MNEME_VERSION,
+          [](PassBuilder &PB) {
+            PB.registerPipelineStartEPCallback(addForTarget);
+            PB.registerPipelineParsingCallback(parsePipelineElement);
+          }};
+}
