@@ -1,0 +1,59 @@
+# find_package(mneme CONFIG): recordable CUDA targets with mneme-cc.
+#
+#   find_package(mneme CONFIG REQUIRED)   # -Dmneme_DIR=$(mneme config cmakedir)
+#   add_mneme(my_app)
+#
+# add_mneme(target) makes the target recordable: its CUDA sources are
+# compiled with the mneme pass plugin (unless the CUDA compiler already is
+# mneme-cxx, which adds it itself) and it links the shared CUDA runtime,
+# which the recorder interposes.  The CUDA compiler must be clang 22 or
+# mneme-cxx; configure with -DCMAKE_CUDA_COMPILER=$(mneme config cxx).
+
+get_filename_component(_mneme_pkg_dir "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
+file(READ "${_mneme_pkg_dir}/build_info.json" _mneme_info)
+string(JSON mneme_VERSION GET "${_mneme_info}" version)
+string(JSON _mneme_plugin GET "${_mneme_info}" plugin)
+string(JSON MNEME_LLVM_MAJOR GET "${_mneme_info}" llvm_major)
+if(_mneme_plugin)
+  set(MNEME_PLUGIN "${_mneme_pkg_dir}/lib/${_mneme_plugin}")
+else()
+  set(MNEME_PLUGIN "")
+endif()
+set(MNEME_COMPAT_INCLUDE_DIR "${_mneme_pkg_dir}/compat/include")
+find_program(MNEME_CXX mneme-cxx)
+find_program(MNEME_CC mneme-cc)
+
+function(add_mneme target)
+  if(NOT TARGET ${target})
+    message(FATAL_ERROR "add_mneme: ${target} is not a target")
+  endif()
+  if(NOT MNEME_PLUGIN)
+    message(FATAL_ERROR "add_mneme: the mneme pass plugin was not built "
+      "(install llvm-${MNEME_LLVM_MAJOR}-dev and reinstall mneme-cc)")
+  endif()
+  get_property(_languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+  if("CUDA" IN_LIST _languages)
+    if(NOT CMAKE_CUDA_COMPILER_ID STREQUAL "Clang")
+      message(FATAL_ERROR "add_mneme(${target}): the CUDA compiler is "
+        "${CMAKE_CUDA_COMPILER_ID}; mneme needs clang ${MNEME_LLVM_MAJOR}: "
+        "configure with -DCMAKE_CUDA_COMPILER=${MNEME_CXX}")
+    endif()
+    string(REGEX MATCH "^[0-9]+" _major "${CMAKE_CUDA_COMPILER_VERSION}")
+    if(NOT _major EQUAL MNEME_LLVM_MAJOR)
+      message(FATAL_ERROR "add_mneme(${target}): the CUDA compiler is clang "
+        "${_major}; the mneme plugin needs clang ${MNEME_LLVM_MAJOR}")
+    endif()
+    # mneme-cxx adds these itself; a plain clang needs them here.
+    get_filename_component(_compiler_name "${CMAKE_CUDA_COMPILER}" NAME)
+    if(NOT _compiler_name STREQUAL "mneme-cxx")
+      target_compile_options(${target} PRIVATE
+        "$<$<COMPILE_LANGUAGE:CUDA>:-fpass-plugin=${MNEME_PLUGIN};-Wno-unknown-cuda-version;SHELL:-idirafter ${MNEME_COMPAT_INCLUDE_DIR}>")
+    endif()
+    set_property(TARGET ${target} PROPERTY CUDA_RUNTIME_LIBRARY Shared)
+  else()
+    # CUDA sources compiled as C++ by mneme-cxx (CXX=mneme-cxx): the driver
+    # adds the plugin; the shared runtime must still be linked.
+    find_package(CUDAToolkit REQUIRED)
+    target_link_libraries(${target} PRIVATE CUDA::cudart)
+  endif()
+endfunction()

@@ -1,0 +1,32 @@
+"""What `pip install` built: the plugin's file and the LLVM it targets."""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class BuildInfo:
+    version: str
+    plugin: Path | None  # None when LLVM 22 was missing at install time
+    llvm_major: int
+    llvm_version: str
+    clang: str  # the clang of the LLVM the plugin was built against
+
+
+@functools.cache
+def build_info() -> BuildInfo:
+    path = PACKAGE_DIR / "build_info.json"
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        # A source checkout that was never built: nothing native is there.
+        return BuildInfo("0+unbuilt", None, 22, "", "")
+    plugin = PACKAGE_DIR / "lib" / raw["plugin"] if raw["plugin"] else None
+    return BuildInfo(raw["version"], plugin, int(raw["llvm_major"]),
+                     raw["llvm_version"], raw["clang"])

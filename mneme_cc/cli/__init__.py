@@ -1,0 +1,31 @@
+"""The `mneme` command: one file per subcommand, joined here.
+
+Heavy imports happen inside the commands so that `mneme --help` is instant.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from mneme_cc.cli import config_command, inspect_command
+
+app = typer.Typer(
+    name="mneme",
+    help="Record GPU kernel launches and replay them as standalone experiments.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("inspect")(inspect_command.inspect)
+app.command("config")(config_command.config)
+
+
+def main() -> None:
+    app()
+
+
+def run_subcommand(name: str) -> None:
+    """Entry point of a standalone `mneme-<name>` tool: `mneme <name> ...`."""
+    import sys
+
+    app(args=[name, *sys.argv[1:]], prog_name=f"mneme-{name}")

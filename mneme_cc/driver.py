@@ -1,0 +1,174 @@
+"""mneme-cc / mneme-cxx: clang, plus what makes a CUDA build recordable.
+
+Every argument reaches clang unchanged and in order.  For a command that
+compiles CUDA, the driver puts its own flags *before* the user's (so the
+user's win): the toolkit, a default arch, the pass plugin, silence for the
+CUDA-version warning and, when the toolkit lacks cuRAND, a stand-in header.
+For a link that involves CUDA code it links the shared CUDA runtime, which
+the recorder interposes, in place of the static one.  Anything else runs
+exactly as clang would run it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mneme_cc import toolchain
+from mneme_cc.errors import MnemeError
+
+# Options whose value is the next argument, so that value is not an input.
+_TAKES_VALUE = frozenset("""
+    -o -x -I -D -U -include -imacros -isystem -idirafter -iquote -iprefix
+    -iwithprefix -iwithprefixbefore -isysroot --sysroot -MF -MT -MQ -MJ -Xclang
+    -Xlinker -Xassembler -Xpreprocessor -mllvm -L -l -target -arch -T -z -u -e
+    -Xcuda-ptxas -Xcuda-fatbinary -Xarch_device -Xarch_host -Xoffload-linker
+    -working-directory -ivfsoverlay -include-pch -dependency-file -F -rpath
+    --param -aux-triple --serialize-diagnostics -Xopenmp-target
+""".split())
+
+# Any of these means "do not link".
+_NO_LINK = frozenset("-c -S -E -M -MM -fsyntax-only --precompile --cuda-device-only".split())
+
+# These mean "run no compile at all" (clang answers and exits).
+_PREPROCESS_ONLY = frozenset("-E -M -MM".split())
+
+_CUDA_SUFFIXES = (".cu",)
+_OBJECT_SUFFIXES = (".o", ".obj", ".a", ".lo")
+
+
+@dataclass
+class Invocation:
+    """What one command line asks clang to do, as far as mneme cares."""
+
+    args: list[str]
+    inputs: list[str] = field(default_factory=list)
+    cuda_inputs: list[str] = field(default_factory=list)
+    links: bool = False
+    preprocess_only: bool = False
+    names_arch: bool = False
+    names_cuda_path: bool = False
+    names_plugin: bool = False
+    names_cudart: bool = False
+
+
+def _expand_response_files(args: list[str]) -> list[str]:
+    """Arguments with `@file` read (for analysis only; clang gets the original)."""
+    import shlex
+
+    out: list[str] = []
+    for arg in args:
+        if arg.startswith("@") and Path(arg[1:]).is_file():
+            out.extend(shlex.split(Path(arg[1:]).read_text()))
+        else:
+            out.append(arg)
+    return out
+
+
+def analyse(args: list[str]) -> Invocation:
+    inv = Invocation(args=list(args))
+    expanded = _expand_response_files(args)
+    language = None
+    no_link = False
+    i = 0
+    while i < len(expanded):
+        arg = expanded[i]
+        value = None
+        if arg in _TAKES_VALUE and i + 1 < len(expanded):
+            value = expanded[i + 1]
+            i += 1
+        i += 1
+        if arg == "-x":
+            language = None if value == "none" else value
+        elif arg.startswith("-x") and len(arg) > 2:
+            language = None if arg[2:] == "none" else arg[2:]
+        if arg in ("-lcudart", "-lcudart_static") or arg.endswith("libcudart_static.a") or (
+                arg == "-l" and value in ("cudart", "cudart_static")):
+            inv.names_cudart = True
+        if value is not None:
+            continue
+        if arg in _NO_LINK:
+            no_link = True
+        if arg in _PREPROCESS_ONLY:
+            inv.preprocess_only = True
+        if arg.startswith(("--cuda-gpu-arch=", "--offload-arch=")) or arg == "--no-offload-arch=all":
+            inv.names_arch = True
+        elif arg.startswith("--cuda-path="):
+            inv.names_cuda_path = True
+        elif arg.startswith("-fpass-plugin=") and "MnemePasses" in arg:
+            inv.names_plugin = True
+        if arg == "-" or not arg.startswith("-"):
+            inv.inputs.append(arg)
+            if language == "cuda" or (language is None and arg.endswith(_CUDA_SUFFIXES)):
+                inv.cuda_inputs.append(arg)
+    inv.links = bool(inv.inputs) and not no_link
+    return inv
+
+
+def _links_cuda_code(inv: Invocation) -> bool:
+    """True if the link pulls in CUDA code, which needs the CUDA runtime."""
+    if inv.cuda_inputs or inv.names_cudart:
+        return True
+    from mneme_cc.elf import has_section
+
+    for path in inv.inputs:
+        if path.endswith(_OBJECT_SUFFIXES) and Path(path).is_file():
+            try:
+                if has_section(path, ".nv_fatbin"):
+                    return True
+            except (MnemeError, OSError):
+                continue  # not ours to diagnose: clang will
+    return False
+
+
+def _cuda_compile_flags(inv: Invocation, clang: str) -> list[str]:
+    toolkit = toolchain.require_cuda_toolkit()
+    flags = ["-Wno-unknown-cuda-version"]
+    if not inv.names_cuda_path:
+        flags.append(f"--cuda-path={toolkit}")
+    if not inv.names_arch:
+        flags += [f"--cuda-gpu-arch={arch}" for arch in toolchain.default_cuda_archs()]
+    if not inv.preprocess_only and not inv.names_plugin:
+        flags.append(f"-fpass-plugin={toolchain.require_plugin(clang)}")
+    if toolchain.needs_curand_stand_in(toolkit):
+        flags += ["-idirafter", str(toolchain.COMPAT_INCLUDE_DIR)]
+    return flags
+
+
+def _with_shared_cudart(args: list[str]) -> list[str]:
+    """The user's link arguments with the static CUDA runtime swapped out."""
+    toolkit = toolchain.require_cuda_toolkit()
+    libdir = toolchain.cuda_library_dir(toolkit)
+    swapped = ["-lcudart" if a == "-lcudart_static" or a.endswith("libcudart_static.a") else a
+               for a in args]
+    swapped = ["cudart" if a == "cudart_static" and prev == "-l" else a
+               for prev, a in zip([""] + swapped, swapped)]
+    return swapped + [f"-L{libdir}", f"-Wl,-rpath,{libdir}", "-lcudart"]
+
+
+def clang_command(language: str, args: list[str]) -> list[str]:
+    """The full clang command line for `mneme-cc` ("c") or `mneme-cxx` ("c++").
+
+    Raises:
+        MnemeError: the toolchain or a setting does not allow the build.
+    """
+    clang = toolchain.select_clang()
+    mode = ["--driver-mode=g++"] if language == "c++" else []
+    inv = analyse(args)
+    if not inv.inputs:  # --version, -print-*, -v alone: nothing to change
+        return [clang, *mode, *args]
+    extra = _cuda_compile_flags(inv, clang) if inv.cuda_inputs else []
+    user = _with_shared_cudart(args) if inv.links and _links_cuda_code(inv) else list(args)
+    return [clang, *mode, *extra, *user]
+
+
+def run(language: str, tool: str) -> None:
+    try:
+        command = clang_command(language, sys.argv[1:])
+    except MnemeError as exc:
+        print(f"{tool}: error: {exc}", file=sys.stderr)
+        sys.exit(1)
+    sys.stdout.flush()
+    os.execv(command[0], command)

@@ -1,0 +1,130 @@
+"""Finding clang, the pass plugin and the CUDA toolkit, and checking they fit.
+
+Every setting here has an environment variable (`MNEME_CLANG`,
+`MNEME_CUDA_ARCH`, `CUDA_HOME`/`CUDA_PATH`) so that build systems which
+only let you name a compiler can still steer it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from mneme_cc.build_info import PACKAGE_DIR, build_info
+from mneme_cc.errors import ToolchainError, UsageError
+
+#: The arch chosen when neither the command line nor MNEME_CUDA_ARCH names
+#: one: Hopper (H100/H200), the GPUs mneme-cc is developed on.
+DEFAULT_CUDA_ARCH = "sm_90"
+
+#: Holds a stand-in for the cuRAND header clang force-includes; added (last
+#: in the search order) only when the toolkit lacks the real one.
+COMPAT_INCLUDE_DIR = PACKAGE_DIR / "compat" / "include"
+
+_ARCH_PATTERN = re.compile(r"sm_\d+[af]?")
+
+
+def _is_toolkit(root: Path) -> bool:
+    return (root / "include" / "cuda_runtime.h").is_file()
+
+
+def find_cuda_toolkit() -> Path | None:
+    """The toolkit root: CUDA_HOME, CUDA_PATH, /usr/local/cuda, nvcc on PATH.
+
+    Raises:
+        ToolchainError: CUDA_HOME or CUDA_PATH is set but is no toolkit (a
+            typo there must not silently pick another toolkit).
+    """
+    for variable in ("CUDA_HOME", "CUDA_PATH"):
+        value = os.environ.get(variable)
+        if value:
+            if not _is_toolkit(Path(value)):
+                raise ToolchainError(
+                    f"{variable}={value} is not a CUDA toolkit (no include/cuda_runtime.h there)")
+            return Path(value)
+    candidates = [Path("/usr/local/cuda")]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        candidates.append(Path(nvcc).resolve().parent.parent)
+    return next((c for c in candidates if _is_toolkit(c)), None)
+
+
+def require_cuda_toolkit() -> Path:
+    toolkit = find_cuda_toolkit()
+    if toolkit is None:
+        raise ToolchainError(
+            "no CUDA toolkit found (looked at CUDA_HOME, CUDA_PATH, /usr/local/cuda "
+            "and nvcc on PATH); set CUDA_HOME to the toolkit's root")
+    return toolkit
+
+
+def cuda_library_dir(toolkit: Path) -> Path:
+    """Where libcudart.so lives in this toolkit's layout."""
+    for sub in ("lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"):
+        if (toolkit / sub / "libcudart.so").exists():
+            return toolkit / sub
+    raise ToolchainError(f"the CUDA toolkit at {toolkit} has no shared runtime (libcudart.so)")
+
+
+def needs_curand_stand_in(toolkit: Path) -> bool:
+    return not (toolkit / "include" / "curand_mtgp32_kernel.h").is_file()
+
+
+def default_cuda_archs() -> list[str]:
+    """MNEME_CUDA_ARCH (comma-separated) or the documented default."""
+    value = os.environ.get("MNEME_CUDA_ARCH", "").strip()
+    if not value:
+        return [DEFAULT_CUDA_ARCH]
+    archs = [a.strip() for a in value.split(",") if a.strip()]
+    for arch in archs:
+        if not _ARCH_PATTERN.fullmatch(arch):
+            raise UsageError(
+                f"MNEME_CUDA_ARCH names '{arch}', which is not a CUDA GPU arch "
+                f"(expected a value such as sm_80 or sm_90a)")
+    return archs
+
+
+def select_clang() -> str:
+    """MNEME_CLANG, else the clang the plugin was built against, else clang-22."""
+    chosen = os.environ.get("MNEME_CLANG")
+    if chosen:
+        found = shutil.which(chosen)
+        if not found:
+            raise ToolchainError(f"MNEME_CLANG={chosen} is not an executable; point it at clang-22")
+        return found
+    info = build_info()
+    if info.clang and Path(info.clang).exists():
+        return info.clang
+    for name in (f"clang-{info.llvm_major}", "clang"):
+        found = shutil.which(name)
+        if found:
+            return found
+    raise ToolchainError(
+        f"no clang found; install clang-{info.llvm_major} or set MNEME_CLANG")
+
+
+def clang_major(clang: str) -> int:
+    try:
+        out = subprocess.run([clang, "-dumpversion"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+        return int(out.split(".")[0])
+    except (OSError, subprocess.CalledProcessError, ValueError):
+        raise ToolchainError(f"cannot tell the version of {clang} (is it clang?)") from None
+
+
+def require_plugin(clang: str) -> Path:
+    """The pass plugin, after checking that `clang` can load it."""
+    info = build_info()
+    if info.plugin is None or not info.plugin.is_file():
+        raise ToolchainError(
+            f"the mneme pass plugin was not built (LLVM {info.llvm_major} was not found "
+            f"when mneme-cc was installed); install llvm-{info.llvm_major}-dev and reinstall")
+    major = clang_major(clang)
+    if major != info.llvm_major:
+        raise ToolchainError(
+            f"{clang} is clang {major}, but the mneme plugin was built for LLVM "
+            f"{info.llvm_major}; set MNEME_CLANG to clang-{info.llvm_major}")
+    return info.plugin
