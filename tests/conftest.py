@@ -1,0 +1,82 @@
+"""Shared fixtures: the installed tools, builds of the sample programs, GPU detection."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+SAMPLES = TESTS / "samples"
+MULTI = SAMPLES / "multi"
+
+#: The kernels (mangled) and device globals each TU of the multi sample defines.
+MAIN_KERNELS = {"_Z4fillPfPii", "_ZN6checks9histogramEPKiPji"}
+SCALE_KERNELS = {"_Z5scaleIfEvPT_iS0_", "_Z5scaleIiEvPT_iS0_"}
+STENCIL_KERNELS = {"_Z9stencil1dPKfPfi"}
+SCALE_GLOBALS = {("g_bias", 4, "global"), ("c_coeffs", 16, "constant")}
+STENCIL_GLOBALS = {("c_weights", 12, "constant")}
+
+
+def tool_env(**extra: str) -> dict[str, str]:
+    """The environment with this interpreter's scripts (mneme, mneme-cc, ...) first on PATH."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update(extra)
+    return env
+
+
+def run(cmd: list[str] | str, cwd: Path | None = None, env: dict | None = None,
+        check: bool = True, **kw) -> subprocess.CompletedProcess:
+    """Runs a command; on unexpected failure the assertion shows its output."""
+    proc = subprocess.run(cmd, cwd=cwd, env=env or tool_env(), capture_output=True,
+                          text=True, shell=isinstance(cmd, str), **kw)
+    if check:
+        assert proc.returncode == 0, (
+            f"{cmd} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+    return proc
+
+
+def have_gpu() -> bool:
+    smi = shutil.which("nvidia-smi")
+    return bool(smi) and subprocess.run([smi, "-L"], capture_output=True).returncode == 0
+
+
+def pytest_collection_modifyitems(config, items):
+    if have_gpu():
+        return
+    skip = pytest.mark.skip(reason="no NVIDIA GPU visible (the gpu tier runs on a GPU machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def make_build(tmp_path_factory):
+    """Builds the multi sample with its Makefile (mneme-cxx, make -j); cached per opt level."""
+    built: dict[str, Path] = {}
+
+    def build(opt: str) -> Path:
+        if opt not in built:
+            out = tmp_path_factory.mktemp(f"make{opt}")
+            run(["make", "-j4", f"BUILD={out}", f"OPT={opt}"], cwd=MULTI)
+            built[opt] = out
+        return built[opt]
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def cmake_build(tmp_path_factory) -> Path:
+    """Builds the multi sample with CMake: CC/CXX/CUDA compilers all mneme's."""
+    out = tmp_path_factory.mktemp("cmake")
+    mneme_dir = run(["mneme", "config", "cmakedir"]).stdout.strip()
+    run(["cmake", "-S", str(MULTI), "-B", str(out), "-DCMAKE_CUDA_COMPILER=mneme-cxx",
+         f"-Dmneme_DIR={mneme_dir}", "-DCMAKE_BUILD_TYPE=Release"],
+        env=tool_env(CC="mneme-cc", CXX="mneme-cxx"))
+    run(["cmake", "--build", str(out), "-j4"])
+    return out
