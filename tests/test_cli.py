@@ -1,0 +1,100 @@
+"""The `mneme` CLI: inspect and config, driven through typer's CliRunner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLES, run
+from typer.testing import CliRunner
+
+from mneme_cc.cli import app
+from mneme_cc.build_info import build_info
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def variant_object(tmp_path_factory) -> Path:
+    obj = tmp_path_factory.mktemp("cli") / "v.o"
+    run(["mneme-cxx", "-O0", "-DVARIANT=7", "-c", str(SAMPLES / "variant.cu"), "-o", str(obj)])
+    return obj
+
+
+def test_inspect_lists_kernels_on_a_terminal(variant_object):
+    result = runner.invoke(app, ["inspect", str(variant_object)])
+    assert result.exit_code == 0, result.output
+    assert "_Z9variant_7Pi" in result.output
+    assert "variant_7(int*)" in result.output
+    assert "sm_90" in result.output
+
+
+def test_inspect_extract_writes_bitcode_and_metadata(variant_object, tmp_path):
+    result = runner.invoke(app, ["inspect", str(variant_object), "--extract", str(tmp_path / "x"),
+                                 "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    (bc,) = report["extracted"]
+    assert Path(bc).name == "variant.sm_90.bc"
+    assert Path(bc).read_bytes()[:4] == b"BC\xc0\xde"
+    meta = json.loads(Path(bc).with_suffix(".json").read_text())
+    assert meta["kernels"] == [{"name": "_Z9variant_7Pi", "demangled": "variant_7(int*)"}]
+
+
+def test_inspect_a_file_without_ir_says_so(tmp_path):
+    exe = tmp_path / "hello"
+    run(["mneme-cc", str(SAMPLES / "plain" / "hello.c"), "-o", str(exe)])
+    result = runner.invoke(app, ["inspect", str(exe)])
+    assert result.exit_code == 1
+    assert "carries no embedded IR" in result.output
+
+
+@pytest.mark.parametrize("target, message", [
+    (SAMPLES / "variant.cu", "is not an ELF file or archive"),
+    (SAMPLES / "missing.o", "does not exist"),
+    (SAMPLES, "is a directory"),
+])
+def test_inspect_bad_input_is_one_line_and_exit_2(target, message):
+    proc = run(["mneme", "inspect", str(target)], check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and message in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_standalone_inspect_tool_matches(variant_object):
+    proc = run(["mneme-inspect", "--json", str(variant_object)])
+    assert json.loads(proc.stdout)["modules"][0]["kernels"][0]["name"] == "_Z9variant_7Pi"
+
+
+def test_config_values():
+    def value(what: str) -> str:
+        result = runner.invoke(app, ["config", what])
+        assert result.exit_code == 0, result.output
+        return result.output.strip()
+
+    assert value("version") == build_info().version
+    assert Path(value("plugin")).name == "libMnemePasses.so"
+    assert (Path(value("cmakedir")) / "mnemeConfig.cmake").is_file()
+    assert Path(value("cxx")).name == "mneme-cxx"
+    assert "-fpass-plugin=" in value("cflags")
+    assert "-lcudart" in value("ldflags")
+    assert runner.invoke(app, ["config", "bogus"]).exit_code == 2
+
+
+def test_cflags_make_plain_clang_builds_recordable(tmp_path):
+    """`mneme config cflags/ldflags` with plain clang-22, for other build systems."""
+    import shlex
+
+    from mneme_cc import toolchain
+
+    cflags = shlex.split(run(["mneme", "config", "cflags"]).stdout)
+    ldflags = shlex.split(run(["mneme", "config", "ldflags"]).stdout)
+    exe = tmp_path / "app"
+    sources = [str(SAMPLES / "multi" / p) for p in ("app/main.cu", "scale/kernels.cu",
+                                                     "stencil/kernels.cu")]
+    run([toolchain.select_clang(), "--driver-mode=g++", *cflags, "--cuda-gpu-arch=sm_90",
+         *sources, "-o", str(exe), *ldflags])
+    result = runner.invoke(app, ["inspect", "--json", str(exe)])
+    assert len(json.loads(result.output)["modules"]) == 3
+    assert "libcudart.so" in run(["readelf", "-d", str(exe)]).stdout
