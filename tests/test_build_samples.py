@@ -146,3 +146,25 @@ def test_parallel_compiles_of_one_file_never_mix_their_ir(tmp_path, cc1):
         name = f"variant_{n}"
         modules = inspect_json(tmp_path / f"v{n}.o")["modules"]
         assert [[k["name"] for k in m["kernels"]] for m in modules] == [[f"_Z{len(name)}{name}Pi"]]
+
+
+def test_registration_hook_receives_every_module(make_build, tmp_path):
+    """A preloaded library defining the hook gets each TU's records at start-up
+    (the executable's two and the shared library's one); without it, nothing runs."""
+    from conftest import TESTS
+
+    root = TESTS.parent
+    hook = tmp_path / "libprint_hook.so"
+    run(["g++", "-std=c++17", "-shared", "-fPIC", f"-I{root / 'runtime' / 'include'}",
+         str(TESTS / "samples" / "hook" / "print_hook.cpp"),
+         str(root / "runtime" / "src" / "EmbeddedIR.cpp"), "-o", str(hook)])
+    app = make_build("-O3") / "multi_app"
+    # Without a GPU the application fails after start-up; the hook has run by then.
+    hooked = run([str(app), "16"], env=tool_env(LD_PRELOAD=str(hook)), check=False)
+    lines = [json.loads(line.split("metadata ", 1)[1])
+             for line in hooked.stderr.splitlines() if line.startswith("hook: ")]
+    assert sorted(meta["source"] for meta in lines) == [
+        "app/main.cu", "scale/kernels.cu", "stencil/kernels.cu"]
+    plain = run([str(app), "16"], check=False)
+    assert "hook:" not in plain.stderr
+    assert plain.returncode == hooked.returncode
