@@ -144,7 +144,7 @@ def _with_shared_cudart(args: list[str]) -> list[str]:
     swapped = ["-lcudart" if a == "-lcudart_static" or a.endswith("libcudart_static.a") else a
                for a in args]
     swapped = ["cudart" if a == "cudart_static" and prev == "-l" else a
-               for prev, a in zip([""] + swapped, swapped)]
+               for prev, a in zip([""] + swapped[:-1], swapped, strict=True)]
     return swapped + [f"-L{libdir}", f"-Wl,-rpath,{libdir}", "-lcudart"]
 
 

@@ -53,7 +53,8 @@ def section_names_and_data(member: Member) -> Iterator[tuple[str, memoryview]]:
             if kind == _SHT_NOBITS:
                 continue
             if offset + size > len(data):
-                raise BinaryFormatError(f"{member.name}: section {name} runs past the end of the file (truncated?)")
+                raise BinaryFormatError(
+                    f"{member.name}: section {name} runs past the end of the file (truncated?)")
             yield name, data[offset:offset + size]
     except (struct.error, IndexError) as exc:
         raise BinaryFormatError(f"{member.name}: malformed ELF headers ({exc})") from None

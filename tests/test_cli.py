@@ -9,8 +9,8 @@ import pytest
 from conftest import SAMPLES, run
 from typer.testing import CliRunner
 
-from mneme_cc.cli import app
 from mneme_cc.build_info import build_info
+from mneme_cc.cli import app
 
 runner = CliRunner()
 

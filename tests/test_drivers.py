@@ -133,3 +133,20 @@ def test_missing_clang(tmp_path):
     proc = run(["mneme-cc", "-c", str(HELLO)], env=tool_env(MNEME_CLANG=str(tmp_path / "nope")),
                check=False)
     one_line_error(proc, "mneme-cc: error: MNEME_CLANG=", "is not an executable")
+
+
+def test_no_toolkit_anywhere(monkeypatch):
+    monkeypatch.setattr(toolchain, "find_cuda_toolkit", lambda: None)
+    with pytest.raises(toolchain.ToolchainError, match="no CUDA toolkit found.*set CUDA_HOME"):
+        driver.clang_command("c++", ["-c", "a.cu"])
+
+
+def test_plugin_not_built(monkeypatch):
+    from mneme_cc.build_info import BuildInfo
+
+    unbuilt = BuildInfo("0.1.0", None, 22, "", "")
+    monkeypatch.setattr(toolchain, "build_info", lambda: unbuilt)
+    with pytest.raises(toolchain.ToolchainError, match="plugin was not built.*llvm-22-dev"):
+        driver.clang_command("c++", ["-c", "a.cu"])
+    # Non-CUDA work does not need the plugin.
+    assert driver.clang_command("c", ["-c", "m.c"])[1:] == ["-c", "m.c"]

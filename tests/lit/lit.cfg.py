@@ -1,4 +1,5 @@
 # lit configuration for the pass plugin's tests (run by tests/test_lit.py).
+# ruff: noqa: F821  (lit provides `config`)
 import os
 import shutil
 import subprocess
