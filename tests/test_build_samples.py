@@ -151,13 +151,9 @@ def test_parallel_compiles_of_one_file_never_mix_their_ir(tmp_path, cc1):
 def test_registration_hook_receives_every_module(make_build, tmp_path):
     """A preloaded library defining the hook gets each TU's records at start-up
     (the executable's two and the shared library's one); without it, nothing runs."""
-    from conftest import TESTS
+    from test_gpu_build import build_print_hook
 
-    root = TESTS.parent
-    hook = tmp_path / "libprint_hook.so"
-    run(["g++", "-std=c++17", "-shared", "-fPIC", f"-I{root / 'runtime' / 'include'}",
-         str(TESTS / "samples" / "hook" / "print_hook.cpp"),
-         str(root / "runtime" / "src" / "EmbeddedIR.cpp"), "-o", str(hook)])
+    hook = build_print_hook(tmp_path)
     app = make_build("-O3") / "multi_app"
     # Without a GPU the application fails after start-up; the hook has run by then.
     hooked = run([str(app), "16"], env=tool_env(LD_PRELOAD=str(hook)), check=False)

@@ -62,6 +62,11 @@ def test_inspect_bad_input_is_one_line_and_exit_2(target, message):
     assert "Traceback" not in proc.stderr
 
 
+def test_version():
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"mneme-cc {build_info().version}"
+
+
 def test_standalone_inspect_tool_matches(variant_object):
     proc = run(["mneme-inspect", "--json", str(variant_object)])
     assert json.loads(proc.stdout)["modules"][0]["kernels"][0]["name"] == "_Z9variant_7Pi"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import MULTI, run, tool_env
+from conftest import MULTI, TESTS, run, tool_env
 
 from mneme_cc import toolchain
 
@@ -48,6 +48,16 @@ def expected_output(n: int) -> str:
         f"stencil       {fnv1a(g):016x} mid={g[n // 2]:g}\n",
         f"histogram     {fnv1a(bins):016x} bin0={bins[0]}\n",
     ])
+
+
+def build_print_hook(tmp_path: Path) -> Path:
+    """A stand-in recorder that prints what the registration hook receives."""
+    hook = tmp_path / "libprint_hook.so"
+    runtime = TESTS.parent / "runtime"
+    run(["g++", "-std=c++17", "-shared", "-fPIC", f"-I{runtime / 'include'}",
+         str(TESTS / "samples" / "hook" / "print_hook.cpp"),
+         str(runtime / "src" / "EmbeddedIR.cpp"), "-o", str(hook)])
+    return hook
 
 
 def clang_builds(tmp_path: Path) -> dict[str, Path]:
@@ -85,3 +95,11 @@ def test_mneme_build_runs_like_clang_and_nvcc(tmp_path):
     assert outputs["mneme"] == reference, outputs
     assert outputs["clang"] == reference
     assert outputs["nvcc"] == reference
+
+    # With a recorder's hook loaded, the modules are handed over and the
+    # application still computes exactly the same.
+    hook = build_print_hook(tmp_path)
+    env = tool_env(LD_PRELOAD=str(hook))
+    hooked = run([str(builds["mneme"] / "multi_app"), str(N)], env=env)
+    assert hooked.stdout == reference
+    assert hooked.stderr.count("hook: ") == 3

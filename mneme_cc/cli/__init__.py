@@ -16,6 +16,24 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from mneme_cc.build_info import build_info
+
+        print(f"mneme-cc {build_info().version}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print mneme-cc's version and exit."),
+) -> None:
+    """Record GPU kernel launches and replay them as standalone experiments."""
+
+
 app.command("inspect")(inspect_command.inspect)
 app.command("config")(config_command.config)
 
