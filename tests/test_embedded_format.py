@@ -111,3 +111,15 @@ def test_stripping_keeps_the_ir(tmp_path):
     assert len(read_embedded_modules(stripped)) == 3
     assert [m.bitcode for m in read_embedded_modules(stripped)] == [
         m.bitcode for m in read_embedded_modules(exe)]
+
+
+def test_version_1_fixture_still_reads():
+    """An object built by mneme-cc 0.1.0 (format 1), kept in the repo: a
+    future format must keep reading it or refuse it with advice."""
+    from conftest import TESTS
+
+    (module,) = read_embedded_modules(TESTS / "fixtures" / "embedded-ir-v1.o")
+    assert module.arch == "sm_90"
+    assert [k.name for k in module.kernels] == ["_Z10variant_42Pi"]
+    assert module.bitcode[:4] == b"BC\xc0\xde"
+    assert module.producer.startswith("mneme-cc 0.1.0 (LLVM 22.")
