@@ -21,7 +21,6 @@ else()
 endif()
 set(MNEME_COMPAT_INCLUDE_DIR "${_mneme_pkg_dir}/compat/include")
 find_program(MNEME_CXX mneme-cxx)
-find_program(MNEME_CC mneme-cc)
 
 function(add_mneme target)
   if(NOT TARGET ${target})

@@ -32,7 +32,7 @@ _TAKES_VALUE = frozenset("""
 # Any of these means "do not link".
 _NO_LINK = frozenset("-c -S -E -M -MM -fsyntax-only --precompile --cuda-device-only".split())
 
-# These mean "run no compile at all" (clang answers and exits).
+# These only preprocess, so no IR is made and no plugin is needed.
 _PREPROCESS_ONLY = frozenset("-E -M -MM".split())
 
 _CUDA_SUFFIXES = (".cu",)
@@ -125,27 +125,22 @@ def _links_cuda_code(inv: Invocation) -> bool:
 
 def _cuda_compile_flags(inv: Invocation, clang: str) -> list[str]:
     toolkit = toolchain.require_cuda_toolkit()
-    flags = ["-Wno-unknown-cuda-version"]
-    if not inv.names_cuda_path:
-        flags.append(f"--cuda-path={toolkit}")
+    wants_plugin = not inv.preprocess_only and not inv.names_plugin
+    flags = toolchain.cuda_compile_flags(
+        toolkit, toolchain.require_plugin(clang) if wants_plugin else None,
+        cuda_path=not inv.names_cuda_path)
     if not inv.names_arch:
         flags += [f"--cuda-gpu-arch={arch}" for arch in toolchain.default_cuda_archs()]
-    if not inv.preprocess_only and not inv.names_plugin:
-        flags.append(f"-fpass-plugin={toolchain.require_plugin(clang)}")
-    if toolchain.needs_curand_stand_in(toolkit):
-        flags += ["-idirafter", str(toolchain.COMPAT_INCLUDE_DIR)]
     return flags
 
 
 def _with_shared_cudart(args: list[str]) -> list[str]:
     """The user's link arguments with the static CUDA runtime swapped out."""
-    toolkit = toolchain.require_cuda_toolkit()
-    libdir = toolchain.cuda_library_dir(toolkit)
     swapped = ["-lcudart" if a == "-lcudart_static" or a.endswith("libcudart_static.a") else a
                for a in args]
     swapped = ["cudart" if a == "cudart_static" and prev == "-l" else a
                for prev, a in zip([""] + swapped[:-1], swapped, strict=True)]
-    return swapped + [f"-L{libdir}", f"-Wl,-rpath,{libdir}", "-lcudart"]
+    return swapped + toolchain.cuda_link_flags(toolchain.require_cuda_toolkit())
 
 
 def clang_command(language: str, args: list[str]) -> list[str]:

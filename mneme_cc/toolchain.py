@@ -73,6 +73,25 @@ def needs_curand_stand_in(toolkit: Path) -> bool:
     return not (toolkit / "include" / "curand_mtgp32_kernel.h").is_file()
 
 
+def cuda_compile_flags(toolkit: Path, plugin: Path | None, *, cuda_path: bool = True) -> list[str]:
+    """What clang 22 needs to compile CUDA with this toolkit, recordably when
+    a plugin is given (the drivers and `mneme config cflags` share these)."""
+    flags = ["-Wno-unknown-cuda-version"]  # clang 22 knows CUDA up to 12.9
+    if cuda_path:
+        flags.append(f"--cuda-path={toolkit}")
+    if plugin is not None:
+        flags.append(f"-fpass-plugin={plugin}")
+    if needs_curand_stand_in(toolkit):
+        flags += ["-idirafter", str(COMPAT_INCLUDE_DIR)]
+    return flags
+
+
+def cuda_link_flags(toolkit: Path) -> list[str]:
+    """Links the shared CUDA runtime (which the recorder interposes), found at run time."""
+    libdir = cuda_library_dir(toolkit)
+    return [f"-L{libdir}", f"-Wl,-rpath,{libdir}", "-lcudart"]
+
+
 def default_cuda_archs() -> list[str]:
     """MNEME_CUDA_ARCH (comma-separated) or the documented default."""
     value = os.environ.get("MNEME_CUDA_ARCH", "").strip()

@@ -41,6 +41,16 @@ def run(cmd: list[str] | str, cwd: Path | None = None, env: dict | None = None,
     return proc
 
 
+def build_print_hook(tmp_path: Path) -> Path:
+    """A stand-in recorder that prints what the registration hook receives."""
+    hook = tmp_path / "libprint_hook.so"
+    runtime = TESTS.parent / "runtime"
+    run(["g++", "-std=c++17", "-shared", "-fPIC", f"-I{runtime / 'include'}",
+         str(TESTS / "samples" / "hook" / "print_hook.cpp"),
+         str(runtime / "src" / "EmbeddedIR.cpp"), "-o", str(hook)])
+    return hook
+
+
 def have_gpu() -> bool:
     smi = shutil.which("nvidia-smi")
     return bool(smi) and subprocess.run([smi, "-L"], capture_output=True).returncode == 0

@@ -19,6 +19,7 @@ from conftest import (
     SCALE_KERNELS,
     STENCIL_GLOBALS,
     STENCIL_KERNELS,
+    build_print_hook,
     run,
     tool_env,
 )
@@ -151,8 +152,6 @@ def test_parallel_compiles_of_one_file_never_mix_their_ir(tmp_path, cc1):
 def test_registration_hook_receives_every_module(make_build, tmp_path):
     """A preloaded library defining the hook gets each TU's records at start-up
     (the executable's two and the shared library's one); without it, nothing runs."""
-    from test_gpu_build import build_print_hook
-
     hook = build_print_hook(tmp_path)
     app = make_build("-O3") / "multi_app"
     # Without a GPU the application fails after start-up; the hook has run by then.

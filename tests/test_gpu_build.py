@@ -11,12 +11,13 @@ On a GPU machine without clang, point MNEME_PREBUILT at a directory holding
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import MULTI, TESTS, run, tool_env
+from conftest import MULTI, build_print_hook, run, tool_env
 
 from mneme_cc import toolchain
 
@@ -50,16 +51,6 @@ def expected_output(n: int) -> str:
     ])
 
 
-def build_print_hook(tmp_path: Path) -> Path:
-    """A stand-in recorder that prints what the registration hook receives."""
-    hook = tmp_path / "libprint_hook.so"
-    runtime = TESTS.parent / "runtime"
-    run(["g++", "-std=c++17", "-shared", "-fPIC", f"-I{runtime / 'include'}",
-         str(TESTS / "samples" / "hook" / "print_hook.cpp"),
-         str(runtime / "src" / "EmbeddedIR.cpp"), "-o", str(hook)])
-    return hook
-
-
 def clang_builds(tmp_path: Path) -> dict[str, Path]:
     prebuilt = os.environ.get("MNEME_PREBUILT")
     if prebuilt:
@@ -68,10 +59,10 @@ def clang_builds(tmp_path: Path) -> dict[str, Path]:
         pytest.skip("needs clang-22 here, or MNEME_PREBUILT with builds made elsewhere")
     toolkit = toolchain.require_cuda_toolkit()
     run(["make", "-j4", f"BUILD={tmp_path / 'mneme'}"], cwd=MULTI)
-    plain_flags = (f"--cuda-path={toolkit} --cuda-gpu-arch=sm_90 -Wno-unknown-cuda-version "
-                   f"-idirafter {toolchain.COMPAT_INCLUDE_DIR}")
+    plain_flags = shlex.join([*toolchain.cuda_compile_flags(toolkit, plugin=None),
+                              "--cuda-gpu-arch=sm_90"])
     run(["make", "-j4", f"BUILD={tmp_path / 'clang'}", f"CXX={toolchain.select_clang()}++",
-         f"CUDAFLAGS={plain_flags}", f"LDLIBS=-L{toolchain.cuda_library_dir(toolkit)} -lcudart"],
+         f"CUDAFLAGS={plain_flags}", f"LDLIBS={shlex.join(toolchain.cuda_link_flags(toolkit))}"],
         cwd=MULTI)
     return {"mneme": tmp_path / "mneme", "clang": tmp_path / "clang"}
 

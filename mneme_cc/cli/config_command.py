@@ -46,13 +46,9 @@ def value_of(what: What) -> str:
         return str(toolchain.require_plugin(toolchain.select_clang()))
     toolkit = toolchain.require_cuda_toolkit()
     if what is What.cflags:
-        flags = [f"-fpass-plugin={toolchain.require_plugin(toolchain.select_clang())}",
-                 f"--cuda-path={toolkit}", "-Wno-unknown-cuda-version"]
-        if toolchain.needs_curand_stand_in(toolkit):
-            flags += ["-idirafter", str(toolchain.COMPAT_INCLUDE_DIR)]
-        return shlex.join(flags)
-    libdir = toolchain.cuda_library_dir(toolkit)
-    return shlex.join([f"-L{libdir}", f"-Wl,-rpath,{libdir}", "-lcudart"])
+        plugin = toolchain.require_plugin(toolchain.select_clang())
+        return shlex.join(toolchain.cuda_compile_flags(toolkit, plugin))
+    return shlex.join(toolchain.cuda_link_flags(toolkit))
 
 
 @reports_errors

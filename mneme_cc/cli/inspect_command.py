@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Annotated, Optional
@@ -15,18 +16,10 @@ EXIT_NO_IR = 1
 
 
 def _module_summary(module) -> dict:
-    return {
-        "origin": module.origin,
-        "source": module.source,
-        "arch": module.arch,
-        "triple": module.triple,
-        "target_features": module.target_features,
-        "ir_bytes": module.ir_bytes,
-        "producer": module.producer,
-        "kernels": [{"name": k.name, "demangled": k.demangled} for k in module.kernels],
-        "globals": [{"name": g.name, "demangled": g.demangled, "size": g.size,
-                     "space": g.space, "constant": g.constant} for g in module.globals],
-    }
+    """The module's description without its bitcode (which --extract writes)."""
+    summary = {k: v for k, v in dataclasses.asdict(module).items()
+               if k not in ("bitcode", "metadata")}
+    return {**summary, "ir_bytes": module.ir_bytes}
 
 
 def _extract(modules, directory: Path) -> list[Path]:
