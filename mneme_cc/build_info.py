@@ -14,6 +14,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 class BuildInfo:
     version: str
     plugin: Path | None  # None when LLVM 22 was missing at install time
+    recorder: Path | None  # None when the CUDA toolkit was missing at install time
     llvm_major: int
     llvm_version: str
     clang: str  # the clang of the LLVM the plugin was built against
@@ -26,7 +27,8 @@ def build_info() -> BuildInfo:
         raw = json.loads(path.read_text())
     except FileNotFoundError:
         # A source checkout that was never built: nothing native is there.
-        return BuildInfo("0+unbuilt", None, 22, "", "")
+        return BuildInfo("0+unbuilt", None, None, 22, "", "")
     plugin = PACKAGE_DIR / "lib" / raw["plugin"] if raw["plugin"] else None
-    return BuildInfo(raw["version"], plugin, int(raw["llvm_major"]),
+    recorder = PACKAGE_DIR / "lib" / raw["recorder"] if raw.get("recorder") else None
+    return BuildInfo(raw["version"], plugin, recorder, int(raw["llvm_major"]),
                      raw["llvm_version"], raw["clang"])

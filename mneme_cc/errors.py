@@ -15,3 +15,7 @@ class UsageError(MnemeError):
 
 class BinaryFormatError(MnemeError):
     """A file is not a readable ELF object, or its embedded IR is corrupt."""
+
+
+class RecordDBError(MnemeError):
+    """A record database is missing, damaged, or of another format version."""

@@ -144,7 +144,7 @@ def test_no_toolkit_anywhere(monkeypatch):
 def test_plugin_not_built(monkeypatch):
     from mneme_cc.build_info import BuildInfo
 
-    unbuilt = BuildInfo("0.1.0", None, 22, "", "")
+    unbuilt = BuildInfo("0.1.0", None, None, 22, "", "")
     monkeypatch.setattr(toolchain, "build_info", lambda: unbuilt)
     with pytest.raises(toolchain.ToolchainError, match="plugin was not built.*llvm-22-dev"):
         driver.clang_command("c++", ["-c", "a.cu"])

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typer
 
-from mneme_cc.cli import config_command, inspect_command
+from mneme_cc.cli import config_command, inspect_command, ls_command, record_command, show_command
 
 app = typer.Typer(
     name="mneme",
@@ -36,6 +36,9 @@ def _root(
 
 app.command("inspect")(inspect_command.inspect)
 app.command("config")(config_command.config)
+app.command("record", context_settings={"allow_interspersed_args": False})(record_command.record)
+app.command("ls")(ls_command.ls)
+app.command("show")(show_command.show)
 
 
 def main() -> None:

@@ -1,0 +1,80 @@
+"""`mneme ls DIR`: the kernels and instances of a record database."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mneme_cc.cli._errors import reports_errors
+
+
+def human_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def shape(dims) -> str:
+    return "x".join(str(d) for d in dims)
+
+
+def instance_summary(inst) -> dict:
+    return {
+        "instance": inst.name, "grid": list(inst.grid), "block": list(inst.block),
+        "shared_mem_bytes": inst.shared_mem_bytes, "cooperative": inst.cooperative,
+        "raw_bytes": inst.raw_bytes, "stored_bytes": inst.stored_bytes,
+        "in_app_ms": inst.in_app_ms, "replayable": inst.replayable, "reasons": inst.reasons,
+    }
+
+
+@reports_errors
+def ls(
+    database: Annotated[Path, typer.Argument(help="The record database directory.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+    verify: Annotated[bool, typer.Option(
+        help="Read every snapshot and check every checksum.")] = False,
+) -> None:
+    """List recorded kernels and instances: launch shapes, bytes, in-app time, replayability."""
+    from mneme_cc.recorddb import RecordDB
+
+    db = RecordDB(database)
+    if verify:
+        db.verify()
+    if as_json:
+        print(json.dumps({
+            "database": str(database),
+            "kernels": [{
+                "static_hash": k.static_hash, "name": k.name, "demangled": k.demangled,
+                "has_ir": k.has_ir, "replay": k.replay_note,
+                "instances": [instance_summary(i) for i in k.instances],
+            } for k in db.kernels],
+            "incomplete": db.incomplete,
+        }, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    raw = sum(i.raw_bytes for i in db.instances)
+    stored = sum(i.stored_bytes for i in db.instances)
+    console.print(f"[bold]{database}[/]: {len(db.kernels)} kernel(s), {len(db.instances)} "
+                  f"instance(s); snapshots {human_bytes(raw)} raw, {human_bytes(stored)} stored"
+                  + (" (verified)" if verify else ""))
+    for k in db.kernels:
+        console.print(f"\n[bold cyan]{k.demangled}[/]  [dim]{k.static_hash}[/]  {k.replay_note}")
+        table = Table("instance", "grid", "block", "smem", "raw", "stored", "in-app ms",
+                      "replayable", box=None, pad_edge=False)
+        for i in k.instances:
+            table.add_row(i.dynamic_hash, shape(i.grid), shape(i.block), str(i.shared_mem_bytes),
+                          human_bytes(i.raw_bytes), human_bytes(i.stored_bytes),
+                          f"{i.in_app_ms:.3f}",
+                          "yes" if i.replayable else "no: " + "; ".join(i.reasons))
+        console.print(table)
+    if db.incomplete:
+        console.print(f"\n{len(db.incomplete)} incomplete instance(s) (in flight, or the "
+                      f"recorder was killed): {', '.join(db.incomplete)}")

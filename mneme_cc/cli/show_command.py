@@ -1,0 +1,87 @@
+"""`mneme show DIR KEY`: one kernel or instance of a record database in detail."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mneme_cc.cli._errors import reports_errors
+from mneme_cc.cli.ls_command import human_bytes, instance_summary, shape
+
+
+def _regions(snapshot) -> list[dict]:
+    return [{"kind": r.kind_name, "name": r.name, "address": hex(r.address), "size": r.size,
+             "chunks": len(r.chunks)} for r in snapshot.regions]
+
+
+def _instance_detail(inst) -> dict:
+    return {**instance_summary(inst), "kernel": inst.kernel_name, "api": inst.api,
+            "cluster": list(inst.cluster) if inst.cluster else None,
+            "launch_index": inst.launch_index, "params": inst.params,
+            "args_hex": inst.args.hex(), "window": inst.window, "device": inst.device,
+            "process": inst.process, "prologue": _regions(inst.prologue),
+            "epilogue": _regions(inst.epilogue)}
+
+
+def _kernel_detail(kernel) -> dict:
+    return {"static_hash": kernel.static_hash, "name": kernel.name,
+            "demangled": kernel.demangled, "has_ir": kernel.has_ir,
+            "replay": kernel.replay_note, "params": kernel.params, "globals": kernel.globals,
+            "ir": kernel.description.get("ir"), "image": kernel.description.get("image"),
+            "instances": [instance_summary(i) for i in kernel.instances]}
+
+
+@reports_errors
+def show(
+    database: Annotated[Path, typer.Argument(help="The record database directory.")],
+    key: Annotated[str, typer.Argument(
+        help="A kernel (static hash or name) or an instance (<static>.<dynamic> or dynamic hash).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Show one kernel or one instance: parameters, launch, snapshot regions."""
+    from mneme_cc.errors import RecordDBError
+    from mneme_cc.recorddb import RecordDB
+
+    db = RecordDB(database)
+    try:
+        detail, is_instance = _instance_detail(db.instance(key)), True
+    except RecordDBError:
+        detail, is_instance = _kernel_detail(db.kernel(key)), False
+    if as_json:
+        print(json.dumps(detail, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not is_instance:
+        console.print(f"[bold cyan]{detail['demangled']}[/]\n  mangled  {detail['name']}\n"
+                      f"  static   {detail['static_hash']}\n  replay   {detail['replay']}")
+        console.print(f"  params   {', '.join(str(p['size']) for p in detail['params'])} bytes")
+        for g in detail["globals"]:
+            console.print(f"  global   {g['name']} ({g['size']} bytes"
+                          f"{', constant' if g['constant'] else ''})")
+        for i in detail["instances"]:
+            console.print(f"  instance {i['instance']}  grid {shape(i['grid'])} block "
+                          f"{shape(i['block'])}  {i['in_app_ms']:.3f} ms")
+        return
+    console.print(f"[bold cyan]{detail['kernel']}[/] instance {detail['instance']}")
+    console.print(f"  launch   {detail['api']} grid {shape(detail['grid'])} block "
+                  f"{shape(detail['block'])} smem {detail['shared_mem_bytes']}"
+                  f"{' cooperative' if detail['cooperative'] else ''}")
+    console.print(f"  args     {detail['args_hex']}")
+    console.print(f"  in-app   {detail['in_app_ms']:.3f} ms on {detail['device']['name']} "
+                  f"({detail['device']['arch']})")
+    console.print(f"  window   {detail['window']['base']:#x} + {human_bytes(detail['window']['size'])}")
+    console.print(f"  bytes    {human_bytes(detail['raw_bytes'])} raw, "
+                  f"{human_bytes(detail['stored_bytes'])} stored")
+    console.print("  replay   " + ("yes" if detail["replayable"]
+                                   else "no: " + "; ".join(detail["reasons"])))
+    for title in ("prologue", "epilogue"):
+        table = Table(title, "name", "address", "size", "chunks", box=None, pad_edge=False)
+        for r in detail[title]:
+            table.add_row(r["kind"], r["name"], r["address"], str(r["size"]), str(r["chunks"]))
+        console.print(table)

@@ -1,0 +1,311 @@
+"""Reading a record database: kernels, their recorded instances, snapshots.
+
+    db = RecordDB("rdb")
+    for kernel in db.kernels:
+        for inst in kernel.instances:
+            before = inst.prologue.region(address).read()   # numpy uint8
+            after = inst.epilogue.region(address).read()
+
+The on-disk format (docs/record-db.md) is implemented once, in C++
+(`runtime/`); this module reaches it through `mneme_cc._native` and adds the
+object model.  Snapshot contents are read lazily, chunk by chunk, and every
+chunk is verified against its content hash.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mneme_cc.errors import RecordDBError
+
+#: Region kinds, as the store numbers them.
+ALLOCATION, GLOBAL, ARGUMENTS, IMAGE = 0, 1, 2, 3
+KIND_NAMES = {ALLOCATION: "allocation", GLOBAL: "global", ARGUMENTS: "arguments",
+              IMAGE: "image"}
+
+
+def _native():
+    from mneme_cc import _native
+
+    return _native
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise RecordDBError(f"{path}: missing (the database is incomplete)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RecordDBError(f"{path}: corrupt JSON ({exc})") from None
+
+
+@dataclass
+class Region:
+    """One region of a snapshot: an allocation, a global, the arguments or an image."""
+
+    kind: int
+    name: str
+    address: int
+    size: int
+    chunk_size: int
+    chunks: dict[int, str]  # chunk index -> content hash
+    _db: RecordDB = field(repr=False)
+    _base: Region | None = field(default=None, repr=False)  # an epilogue's prologue
+
+    @property
+    def kind_name(self) -> str:
+        return KIND_NAMES.get(self.kind, str(self.kind))
+
+    @property
+    def changed_bytes(self) -> int:
+        """Bytes in the chunks this region lists (an epilogue lists changed ones only)."""
+        return sum(min(self.chunk_size, self.size - i * self.chunk_size) for i in self.chunks)
+
+    def read(self) -> np.ndarray:
+        """The region's bytes as a uint8 array (an epilogue's: prologue plus changes)."""
+        out = self._base.read().copy() if self._base is not None else np.empty(self.size, np.uint8)
+        for index, digest in self.chunks.items():
+            data = self._db.read_chunk(digest)
+            start = index * self.chunk_size
+            out[start:start + len(data)] = np.frombuffer(data, np.uint8)
+        return out
+
+    def array(self, dtype) -> np.ndarray:
+        """The region's bytes viewed as dtype (trailing bytes that do not fill one are dropped)."""
+        data = self.read()
+        itemsize = np.dtype(dtype).itemsize
+        return data[: len(data) // itemsize * itemsize].view(dtype)
+
+
+class Snapshot:
+    """A prologue or epilogue: the regions of device state around one launch."""
+
+    def __init__(self, db: RecordDB, path: Path, base: Snapshot | None = None):
+        try:
+            raw = _native().read_state(str(path))
+        except ValueError as exc:
+            raise RecordDBError(str(exc)) from None
+        self.path = path
+        self.kind = raw["kind"]
+        self.chunk_size = raw["chunk_size"]
+        self.metadata = json.loads(raw["metadata"]) if raw["metadata"] else {}
+        self.regions: list[Region] = []
+        for r in raw["regions"]:
+            prior = base.region(r["address"], r["kind"], r["name"]) if base else None
+            self.regions.append(Region(r["kind"], r["name"], r["address"], r["size"],
+                                       raw["chunk_size"], dict(r["chunks"]), db, prior))
+
+    def region(self, address: int, kind: int | None = None, name: str | None = None) -> Region:
+        for r in self.regions:
+            if r.address == address and (kind is None or r.kind == kind) and \
+                    (name is None or r.name == name):
+                return r
+        raise KeyError(f"no region at {address:#x} in {self.path.name}")
+
+    def of_kind(self, kind: int) -> list[Region]:
+        return [r for r in self.regions if r.kind == kind]
+
+    @property
+    def allocations(self) -> list[Region]:
+        return self.of_kind(ALLOCATION)
+
+    @property
+    def globals(self) -> list[Region]:
+        return self.of_kind(GLOBAL)
+
+    def global_named(self, name: str) -> Region:
+        for r in self.globals:
+            if r.name == name:
+                return r
+        raise KeyError(f"no global {name} in {self.path.name}")
+
+
+class Instance:
+    """One recorded launch of a kernel."""
+
+    def __init__(self, db: RecordDB, entry: dict[str, Any], path: Path):
+        self.db, self.entry, self.path = db, entry, path
+        self.kernel_name: str = entry["kernel"]
+        self.static_hash: str = entry["static_hash"]
+        self.dynamic_hash: str = entry["dynamic_hash"]
+        launch = entry["launch"]
+        self.grid = tuple(launch["grid"])
+        self.block = tuple(launch["block"])
+        self.cluster = tuple(launch["cluster"]) if launch.get("cluster") else None
+        self.shared_mem_bytes: int = launch["shared_mem_bytes"]
+        self.cooperative: bool = launch["cooperative"]
+        self.api: str = launch["api"]
+        self.params: list[dict[str, int]] = entry["params"]
+        self.args: bytes = bytes.fromhex(entry["args_hex"])
+        self.replayable: bool = entry["replayable"]
+        self.reasons: list[str] = entry["reasons"]
+        self.in_app_ms: float = entry["in_app_ms"]
+        self.raw_bytes: int = entry["raw_bytes"]
+        self.stored_bytes: int = entry["stored_bytes"]
+        self.window: dict[str, int] = entry["window"]
+        self.device: dict[str, Any] = entry["device"]
+        self.process: dict[str, Any] = entry["process"]
+        self.launch_index: int = entry["launch_index"]
+
+    @property
+    def name(self) -> str:
+        return f"{self.static_hash}.{self.dynamic_hash}"
+
+    def arg(self, index: int) -> bytes:
+        p = self.params[index]
+        return self.args[p["offset"]:p["offset"] + p["size"]]
+
+    def arg_as(self, index: int, dtype) -> Any:
+        return np.frombuffer(self.arg(index), dtype)[0]
+
+    @functools.cached_property
+    def prologue(self) -> Snapshot:
+        return Snapshot(self.db, self.db.path / self.entry["prologue"])
+
+    @functools.cached_property
+    def epilogue(self) -> Snapshot:
+        return Snapshot(self.db, self.db.path / self.entry["epilogue"], base=self.prologue)
+
+    def verify(self) -> None:
+        """Reads every byte of both snapshots, checking every checksum; raises on damage."""
+        described = self.prologue.metadata
+        for key in ("kernel", "static_hash", "dynamic_hash", "args_hex", "launch"):
+            if described.get(key) != self.entry.get(key):
+                raise RecordDBError(f"{self.path}: disagrees with {self.entry['prologue']} "
+                                    f"on '{key}' (the index entry is corrupt)")
+        for snapshot in (self.prologue, self.epilogue):
+            for region in snapshot.regions:
+                region.read()
+
+
+class Kernel:
+    """A recorded kernel: its code (IR, the application's image) and instances."""
+
+    def __init__(self, db: RecordDB, static_hash: str, instances: list[Instance]):
+        self.db = db
+        self.static_hash = static_hash
+        self.path = db.path / f"{static_hash}.json"
+        self.description = _load_json(self.path)
+        self.name: str = self.description["name"]
+        self.demangled: str = self.description["demangled"]
+        self.has_ir: bool = self.description["has_ir"]
+        self.params: list[dict[str, int]] = self.description["params"]
+        self.globals: list[dict[str, Any]] = self.description["globals"]
+        self.instances = sorted(instances, key=lambda i: i.launch_index)
+
+    @property
+    def ir_metadata(self) -> dict[str, Any] | None:
+        ir = self.description.get("ir")
+        return ir["metadata"] if ir else None
+
+    @property
+    def ir_path(self) -> Path | None:
+        ir = self.description.get("ir")
+        return self.db.path / ir["file"] if ir else None
+
+    def bitcode(self) -> bytes:
+        """The kernel's module as LLVM bitcode, verified against its recorded hash."""
+        ir = self.description.get("ir")
+        if not ir:
+            raise RecordDBError(f"{self.demangled} carries no IR: the application was not "
+                                "built with mneme-cc; replay it with its original binary")
+        path = self.db.path / ir["file"]
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise RecordDBError(f"{path}: missing (the database is incomplete)") from None
+        if _native().content_hash(data) != ir["content_hash"]:
+            raise RecordDBError(f"{path}: corrupt (content hash mismatch)")
+        return data
+
+    def image(self) -> bytes | None:
+        """The application's own compiled image (a fatbinary), if it was stored."""
+        image = self.description.get("image")
+        if not image:
+            return None
+        snap = Snapshot(self.db, self.db.path / image["file"])
+        return snap.regions[0].read().tobytes()
+
+    @property
+    def replay_note(self) -> str:
+        if self.has_ir:
+            return "replayable from IR"
+        return "no IR (not built with mneme-cc): replayable with its original binary only"
+
+
+class RecordDB:
+    """A record database directory, as `mneme record -rdb DIR` writes it."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise RecordDBError(f"{self.path}: no such record database "
+                                f"(record one with `mneme record -rdb {self.path} -- APP`)")
+        marker = self.path / "database.json"
+        if not marker.exists():
+            raise RecordDBError(f"{self.path}: not a record database (no database.json)")
+        info = _load_json(marker)
+        version = info.get("version")
+        if info.get("format") != "mneme-record-db" or version != _native().STORE_FORMAT_VERSION:
+            raise RecordDBError(f"{marker}: record database format {info.get('format')} "
+                                f"version {version}; this mneme-cc reads version "
+                                f"{_native().STORE_FORMAT_VERSION}")
+
+    def read_chunk(self, digest: str) -> bytes:
+        try:
+            return _native().read_chunk(str(self.path), digest)
+        except ValueError as exc:
+            raise RecordDBError(str(exc)) from None
+
+    @functools.cached_property
+    def instances(self) -> list[Instance]:
+        out = []
+        for entry_path in sorted((self.path / "index").glob("*.json")):
+            out.append(Instance(self, _load_json(entry_path), entry_path))
+        return out
+
+    @functools.cached_property
+    def kernels(self) -> list[Kernel]:
+        by_static: dict[str, list[Instance]] = {}
+        for inst in self.instances:
+            by_static.setdefault(inst.static_hash, []).append(inst)
+        kernels = [Kernel(self, s, insts) for s, insts in by_static.items()]
+        return sorted(kernels, key=lambda k: k.demangled)
+
+    def kernel(self, key: str) -> Kernel:
+        """A kernel by static hash, mangled name or demangled name."""
+        matches = [k for k in self.kernels if key in (k.static_hash, k.name, k.demangled)]
+        if not matches:
+            matches = [k for k in self.kernels if k.demangled.startswith(key + "(")]
+        if len(matches) != 1:
+            what = "no kernel" if not matches else f"{len(matches)} kernels"
+            raise RecordDBError(f"{what} in {self.path} match '{key}' "
+                                "(`mneme ls` lists them; give a static hash)")
+        return matches[0]
+
+    def instance(self, key: str) -> Instance:
+        """An instance by `<static>.<dynamic>` or by dynamic hash."""
+        for inst in self.instances:
+            if key in (inst.name, inst.dynamic_hash):
+                return inst
+        raise RecordDBError(f"no instance '{key}' in {self.path} (`mneme ls` lists them)")
+
+    @property
+    def incomplete(self) -> list[str]:
+        """Instances that were claimed but never completed (in flight, or the recorder died)."""
+        return sorted(p.name[: -len(".claim")] for p in (self.path / "index").glob("*.claim")
+                      if not p.with_suffix(".json").exists())
+
+    def verify(self) -> None:
+        for kernel in self.kernels:
+            if kernel.has_ir:
+                kernel.bitcode()
+            kernel.image()
+            for inst in kernel.instances:
+                inst.verify()

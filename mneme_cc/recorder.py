@@ -1,0 +1,120 @@
+"""Running an application under the recorder (`mneme record`).
+
+The recorder is the native library from runtime/recorder, preloaded ahead of
+the user's own LD_PRELOAD entries; it reads its settings from MNEME_*
+variables, which `RecordSettings.environment()` derives from the flags.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from mneme_cc.build_info import build_info
+from mneme_cc.errors import ToolchainError, UsageError
+
+_SIZE = re.compile(r"^(\d+)\s*([kKmMgGtT]?)(i?B)?$")
+_RANKS = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+
+
+def parse_size(text: str, what: str) -> int:
+    """'64G', '512M', '1048576' -> bytes."""
+    m = _SIZE.match(text.strip())
+    if not m:
+        raise UsageError(f"{what} '{text}' is not a size (e.g. 64G, 512M)")
+    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[m.group(2).lower()]
+    return int(m.group(1)) * scale
+
+
+def recorder_library() -> Path:
+    lib = build_info().recorder
+    if lib is None or not lib.exists():
+        raise ToolchainError("the recorder was not built (the CUDA toolkit was missing when "
+                             "mneme-cc was installed): install it and reinstall mneme-cc")
+    return lib
+
+
+@dataclass
+class RecordSettings:
+    database: Path
+    kernels: str | None = None
+    skip: int = 0
+    max_instances: int = 4
+    vass: int | None = None
+    va_base: int | None = None
+    ranks: str | None = None
+    chunk_size: int | None = None
+    zstd_level: int | None = None
+    verbose: bool = False
+
+    def validate(self) -> None:
+        if self.kernels is not None:
+            try:
+                re.compile(self.kernels)
+            except re.error as exc:
+                raise UsageError(f"--kernels '{self.kernels}' is not a valid regex: {exc}") from None
+        if self.skip < 0 or self.max_instances < 1:
+            raise UsageError("--skip must be >= 0 and --max-instances >= 1")
+        if self.ranks is not None and not _RANKS.match(self.ranks):
+            raise UsageError(f"--ranks '{self.ranks}' is not a rank list (e.g. 0,2-3)")
+        if self.va_base is not None and self.va_base % (2 << 20):
+            raise UsageError(f"--va-base {self.va_base:#x} is not a multiple of 2 MiB")
+        if self.chunk_size is not None and (self.chunk_size < 4096 or self.chunk_size % 8):
+            raise UsageError("--chunk-size must be a multiple of 8, at least 4096")
+
+    def prepare_database(self) -> None:
+        """Creates the directory and checks it is writable, before the app starts."""
+        try:
+            self.database.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot create the record database {self.database}: "
+                             f"{exc.strerror}") from None
+        if not os.access(self.database, os.W_OK | os.X_OK):
+            raise UsageError(f"the record database {self.database} is not writable: "
+                             "choose another -rdb directory")
+        existing = self.database / "database.json"
+        if any(self.database.iterdir()) and not existing.exists():
+            raise UsageError(f"{self.database} is not empty and is not a record database: "
+                             "choose another -rdb directory")
+
+    def environment(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        env = dict(os.environ if base is None else base)
+        preload = [str(recorder_library())]
+        if env.get("LD_PRELOAD"):
+            preload.append(env["LD_PRELOAD"])
+        env["LD_PRELOAD"] = ":".join(preload)
+        env["MNEME_RDB"] = str(self.database.resolve())
+        values = {
+            "MNEME_KERNELS": self.kernels,
+            "MNEME_SKIP": self.skip,
+            "MNEME_MAX_INSTANCES": self.max_instances,
+            "MNEME_VASS": self.vass,
+            "MNEME_VA_BASE": hex(self.va_base) if self.va_base is not None else None,
+            "MNEME_RANKS": self.ranks,
+            "MNEME_CHUNK_SIZE": self.chunk_size,
+            "MNEME_ZSTD_LEVEL": self.zstd_level,
+            "MNEME_VERBOSE": "1" if self.verbose else None,
+        }
+        for name, value in values.items():
+            if value is not None:
+                env[name] = str(value)
+        return env
+
+
+def record(settings: RecordSettings, command: list[str]) -> int:
+    """Runs command under the recorder; returns its exit status."""
+    if not command:
+        raise UsageError("no application given: mneme record -rdb DIR -- APP [ARGS...]")
+    settings.validate()
+    env = settings.environment()
+    settings.prepare_database()
+    try:
+        proc = subprocess.run(command, env=env)
+    except FileNotFoundError:
+        raise UsageError(f"{command[0]}: no such program") from None
+    except PermissionError:
+        raise UsageError(f"{command[0]}: not executable") from None
+    return proc.returncode if proc.returncode >= 0 else 128 - proc.returncode

@@ -1,0 +1,73 @@
+// The CUDA entry points the recorder calls: the driver API, loaded from
+// libcuda at first use (so the recorder links no CUDA library), and the
+// application's CUDA runtime, found behind the recorder with RTLD_NEXT.
+#ifndef MNEME_RECORDER_CUDA_API_H
+#define MNEME_RECORDER_CUDA_API_H
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+namespace mneme::recorder {
+
+// One member per driver function, named without the `cu` prefix.
+struct Driver {
+#define MNEME_DRIVER_FUNCTIONS(X)                                              \
+  X(CtxGetCurrent, cuCtxGetCurrent)                                            \
+  X(CtxGetDevice, cuCtxGetDevice)                                              \
+  X(DeviceGetAttribute, cuDeviceGetAttribute)                                  \
+  X(DeviceGetName, cuDeviceGetName)                                            \
+  X(DeviceTotalMem, cuDeviceTotalMem)                                          \
+  X(MemGetAllocationGranularity, cuMemGetAllocationGranularity)                \
+  X(MemAddressReserve, cuMemAddressReserve)                                    \
+  X(MemAddressFree, cuMemAddressFree)                                          \
+  X(MemCreate, cuMemCreate)                                                    \
+  X(MemRelease, cuMemRelease)                                                  \
+  X(MemMap, cuMemMap)                                                          \
+  X(MemUnmap, cuMemUnmap)                                                      \
+  X(MemSetAccess, cuMemSetAccess)                                              \
+  X(MemAlloc, cuMemAlloc)                                                      \
+  X(MemFree, cuMemFree)                                                        \
+  X(MemAllocHost, cuMemAllocHost)                                              \
+  X(MemcpyDtoHAsync, cuMemcpyDtoHAsync)                                        \
+  X(StreamCreate, cuStreamCreate)                                              \
+  X(StreamSynchronize, cuStreamSynchronize)                                    \
+  X(ModuleLoadData, cuModuleLoadData)                                          \
+  X(ModuleGetFunction, cuModuleGetFunction)                                    \
+  X(ModuleGetGlobal, cuModuleGetGlobal)                                        \
+  X(FuncGetModule, cuFuncGetModule)                                            \
+  X(FuncGetParamInfo, cuFuncGetParamInfo)                                      \
+  X(LaunchKernel, cuLaunchKernel)                                              \
+  X(PointerGetAttribute, cuPointerGetAttribute)                                \
+  X(GetErrorName, cuGetErrorName)
+#define MNEME_DECLARE(Member, Function) decltype(&::Function) Member = nullptr;
+  MNEME_DRIVER_FUNCTIONS(MNEME_DECLARE)
+#undef MNEME_DECLARE
+  bool Loaded = false;
+  std::string Error; // why loading failed
+};
+
+// The driver, loaded once; check Loaded.
+const Driver &driver();
+
+// "CUDA_ERROR_OUT_OF_MEMORY" for a driver result.
+std::string driverErrorName(CUresult Result);
+
+// The application's definition of a CUDA runtime function, or null.
+void *realSymbol(const char *Name);
+
+template <class F> F real(const char *Name) {
+  return reinterpret_cast<F>(realSymbol(Name));
+}
+
+} // namespace mneme::recorder
+
+// Calls the application's CUDA runtime function Name (a plain identifier).
+#define MNEME_REAL(Name)                                                       \
+  ([]() {                                                                      \
+    static auto Fn = ::mneme::recorder::real<decltype(&::Name)>(#Name);        \
+    return Fn;                                                                 \
+  }())
+
+#endif

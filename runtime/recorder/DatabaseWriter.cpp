@@ -1,0 +1,111 @@
+#include "DatabaseWriter.h"
+
+#include "Options.h"
+
+#include <unistd.h>
+
+namespace mneme::recorder {
+namespace {
+// Host memory that may wait for the writer before recording blocks.
+constexpr uint64_t MaxPendingBytes = 8ULL << 30;
+} // namespace
+
+DatabaseWriter::DatabaseWriter(std::string Dir, int ZstdLevel, unsigned Count)
+    : Directory(std::move(Dir)), Level(ZstdLevel) {
+  for (unsigned I = 0; I < std::max(1u, Count); ++I)
+    Threads.emplace_back([this] { compressLoop(); });
+  Threads.emplace_back([this] { commitLoop(); });
+}
+
+DatabaseWriter::~DatabaseWriter() {
+  drain();
+  {
+    std::lock_guard<std::mutex> G(Lock);
+    Stopping = true;
+  }
+  Changed.notify_all();
+  for (std::thread &T : Threads)
+    T.join();
+}
+
+void DatabaseWriter::submit(std::unique_ptr<InstanceJob> Job) {
+  std::unique_lock<std::mutex> G(Lock);
+  Changed.wait(G, [&] { return PendingBytes < MaxPendingBytes || Jobs.empty(); });
+  Job->Remaining = Job->Chunks.size();
+  PendingBytes += Job->HostBytes;
+  for (size_t I = 0; I < Job->Chunks.size(); ++I)
+    Tasks.emplace_back(Job.get(), I);
+  Jobs.push_back(std::move(Job));
+  G.unlock();
+  Changed.notify_all();
+}
+
+void DatabaseWriter::drain() {
+  std::unique_lock<std::mutex> G(Lock);
+  Changed.wait(G, [&] { return Jobs.empty(); });
+}
+
+void DatabaseWriter::fail(const std::string &Error) {
+  if (!Failed.exchange(true))
+    report("cannot write the record database: " + Error +
+           "; recording stops, the application goes on");
+}
+
+void DatabaseWriter::compressLoop() {
+  std::unique_lock<std::mutex> G(Lock);
+  while (true) {
+    Changed.wait(G, [&] { return Stopping || !Tasks.empty(); });
+    if (Tasks.empty())
+      return;
+    auto [Job, Index] = Tasks.front();
+    Tasks.pop_front();
+    G.unlock();
+    const ChunkTask &T = Job->Chunks[Index];
+    uint64_t Stored = 0;
+    std::string Error;
+    if (!Failed &&
+        !store::writeChunk(Directory, T.Hash, T.Buffer->data() + T.Offset, T.Size,
+                           Level, Stored, Error))
+      fail(Error);
+    Job->StoredBytes += Stored;
+    G.lock();
+    if (--Job->Remaining == 0)
+      Changed.notify_all();
+  }
+}
+
+void DatabaseWriter::commitLoop() {
+  std::unique_lock<std::mutex> G(Lock);
+  while (true) {
+    Changed.wait(G, [&] {
+      return (Stopping && Jobs.empty()) || (!Jobs.empty() && Jobs.front()->Remaining == 0);
+    });
+    if (Jobs.empty())
+      return;
+    InstanceJob *Job = Jobs.front().get();
+    G.unlock();
+    if (!Failed) {
+      bool Ok = true;
+      for (const OutputFile &F : Job->Files(Job->StoredBytes)) {
+        std::string Error;
+        if (!store::writeFileAtomic(Directory + "/" + F.Path, F.Data, Error, F.Exclusive) &&
+            !Error.empty()) {
+          fail(Error);
+          Ok = false;
+          break;
+        }
+      }
+      if (Ok) {
+        ++Committed;
+        for (const std::string &Path : Job->RemoveAfter)
+          unlink((Directory + "/" + Path).c_str());
+      }
+    }
+    G.lock();
+    PendingBytes -= Job->HostBytes;
+    Jobs.pop_front();
+    Changed.notify_all();
+  }
+}
+
+} // namespace mneme::recorder

@@ -1,0 +1,81 @@
+// Writes recorded instances into the record database in the background, so
+// compression and file I/O overlap the application's own work.
+//
+// An instance is committed in a fixed order: its chunks (in parallel), then
+// its files (manifests, kernel description), then its index entry last.  A
+// crash therefore loses at most the instances still in flight; whatever the
+// index lists is complete.
+#ifndef MNEME_RECORDER_DATABASE_WRITER_H
+#define MNEME_RECORDER_DATABASE_WRITER_H
+
+#include "mneme/SnapshotStore.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace mneme::recorder {
+
+// Bytes copied from the device, shared by the chunks cut from them.
+using HostBuffer = std::shared_ptr<std::vector<char>>;
+
+struct ChunkTask {
+  store::Digest Hash;
+  HostBuffer Buffer;
+  uint64_t Offset = 0, Size = 0;
+};
+
+struct OutputFile {
+  std::string Path; // relative to the database
+  std::string Data;
+  bool Exclusive = false; // keep an existing file (identical by construction)
+};
+
+struct InstanceJob {
+  std::vector<ChunkTask> Chunks;
+  // Produces the files to write once the chunks are stored, given the bytes
+  // the chunks added; the last file is the index entry.
+  std::function<std::vector<OutputFile>(uint64_t StoredBytes)> Files;
+  std::vector<std::string> RemoveAfter; // e.g. the instance's claim
+  uint64_t HostBytes = 0; // memory held until written
+  // Filled by the writer.
+  std::atomic<uint64_t> Remaining{0}, StoredBytes{0};
+};
+
+class DatabaseWriter {
+public:
+  DatabaseWriter(std::string Directory, int ZstdLevel, unsigned Threads);
+  ~DatabaseWriter(); // waits for everything submitted
+  // Queues an instance; blocks while too much host memory is pending.
+  void submit(std::unique_ptr<InstanceJob> Job);
+  void drain();
+  bool failed() const { return Failed; }
+  uint64_t committed() const { return Committed; }
+
+private:
+  void compressLoop();
+  void commitLoop();
+  void fail(const std::string &Error);
+
+  std::string Directory;
+  int Level;
+  std::mutex Lock;
+  std::condition_variable Changed;
+  std::deque<std::pair<InstanceJob *, size_t>> Tasks; // (job, chunk index)
+  std::deque<std::unique_ptr<InstanceJob>> Jobs;      // committed in order
+  uint64_t PendingBytes = 0;
+  bool Stopping = false;
+  std::atomic<bool> Failed{false};
+  std::atomic<uint64_t> Committed{0};
+  std::vector<std::thread> Threads;
+};
+
+} // namespace mneme::recorder
+
+#endif

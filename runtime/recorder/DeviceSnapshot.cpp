@@ -1,0 +1,98 @@
+#include "DeviceSnapshot.h"
+
+#include "CudaApi.h"
+
+#include <algorithm>
+#include <cstring>
+
+// The PTX of HashKernel.cu, generated at build time.
+extern const char MnemeHashKernelPtx[];
+
+namespace mneme::recorder {
+namespace {
+
+bool check(CUresult R, const char *What, std::string &Error) {
+  if (R == CUDA_SUCCESS)
+    return true;
+  Error = std::string(What) + " failed (" + driverErrorName(R) + ")";
+  return false;
+}
+
+} // namespace
+
+bool DeviceSnapshot::init(std::string &Error) {
+  const Driver &D = driver();
+  CUmodule Module;
+  return check(D.StreamCreate(&Stream, CU_STREAM_NON_BLOCKING), "creating a stream", Error) &&
+         check(D.ModuleLoadData(&Module, MnemeHashKernelPtx), "loading the hash kernel",
+               Error) &&
+         check(D.ModuleGetFunction(&Kernel, Module, "mneme_hash_chunks"),
+               "finding the hash kernel", Error) &&
+         check(D.MemAllocHost(reinterpret_cast<void **>(&Staging), StagingBytes),
+               "allocating pinned staging memory", Error);
+}
+
+bool DeviceSnapshot::hash(const std::vector<DeviceRange> &Ranges, uint64_t ChunkSize,
+                          std::vector<std::vector<Digest>> &Out, std::string &Error) {
+  const Driver &D = driver();
+  uint64_t Total = 0;
+  for (const DeviceRange &R : Ranges)
+    Total += (R.Size + ChunkSize - 1) / ChunkSize;
+  if (Total > DigestCapacity) {
+    if (Digests)
+      D.MemFree(Digests);
+    uint64_t Capacity = std::max<uint64_t>(Total, 4096);
+    if (!check(D.MemAlloc(&Digests, Capacity * sizeof(Digest)), "allocating digests", Error))
+      return false;
+    if (HostDigests)
+      delete[] HostDigests;
+    HostDigests = new Digest[Capacity];
+    DigestCapacity = Capacity;
+  }
+  uint64_t At = 0;
+  for (const DeviceRange &R : Ranges) {
+    uint64_t Chunks = (R.Size + ChunkSize - 1) / ChunkSize;
+    if (Chunks == 0)
+      continue;
+    CUdeviceptr Base = R.Address, Dst = Digests + At * sizeof(Digest);
+    unsigned long long Size = R.Size, Chunk = ChunkSize;
+    void *Params[] = {&Base, &Size, &Chunk, &Dst};
+    if (!check(D.LaunchKernel(Kernel, static_cast<unsigned>(Chunks), 1, 1, 256, 1, 1, 0,
+                              Stream, Params, nullptr),
+               "launching the hash kernel", Error))
+      return false;
+    At += Chunks;
+  }
+  // Pageable destination: the copy completes before the call returns.
+  if (Total &&
+      !check(D.MemcpyDtoHAsync(HostDigests, Digests, Total * sizeof(Digest), Stream),
+             "copying digests", Error))
+    return false;
+  if (!check(D.StreamSynchronize(Stream), "hashing device memory", Error))
+    return false;
+  Out.clear();
+  At = 0;
+  for (const DeviceRange &R : Ranges) {
+    uint64_t Chunks = (R.Size + ChunkSize - 1) / ChunkSize;
+    Out.emplace_back(HostDigests + At, HostDigests + At + Chunks);
+    At += Chunks;
+  }
+  return true;
+}
+
+bool DeviceSnapshot::copyToHost(uint64_t Address, uint64_t Size, char *Dst,
+                                std::string &Error) {
+  const Driver &D = driver();
+  for (uint64_t Done = 0; Done < Size;) {
+    uint64_t N = std::min(StagingBytes, Size - Done);
+    if (!check(D.MemcpyDtoHAsync(Staging, Address + Done, N, Stream), "copying to the host",
+               Error) ||
+        !check(D.StreamSynchronize(Stream), "copying to the host", Error))
+      return false;
+    std::memcpy(Dst + Done, Staging, N);
+    Done += N;
+  }
+  return true;
+}
+
+} // namespace mneme::recorder

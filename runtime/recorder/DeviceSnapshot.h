@@ -1,0 +1,47 @@
+// Reads device memory for a snapshot: hashes every chunk on the GPU (one
+// kernel launch per region, at memory bandwidth) and copies to the host
+// only the chunks the caller asks for, through a pinned staging buffer.
+//
+// Runs on a private stream after the device is idle; never touches the
+// application's streams or the VA window.
+#ifndef MNEME_RECORDER_DEVICE_SNAPSHOT_H
+#define MNEME_RECORDER_DEVICE_SNAPSHOT_H
+
+#include "mneme/ContentHash.h"
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mneme::recorder {
+
+using content_hash::Digest;
+
+struct DeviceRange {
+  uint64_t Address = 0, Size = 0;
+};
+
+class DeviceSnapshot {
+public:
+  bool init(std::string &Error);
+  // Digests of every ChunkSize piece of each range, in order.
+  bool hash(const std::vector<DeviceRange> &Ranges, uint64_t ChunkSize,
+            std::vector<std::vector<Digest>> &Out, std::string &Error);
+  // Copies Size bytes at Address into Dst.
+  bool copyToHost(uint64_t Address, uint64_t Size, char *Dst, std::string &Error);
+
+private:
+  CUstream Stream = nullptr;
+  CUfunction Kernel = nullptr;
+  CUdeviceptr Digests = 0;
+  uint64_t DigestCapacity = 0;
+  char *Staging = nullptr;
+  Digest *HostDigests = nullptr;
+  static constexpr uint64_t StagingBytes = 64ULL << 20;
+};
+
+} // namespace mneme::recorder
+
+#endif

@@ -1,0 +1,120 @@
+// The recorder: serves device allocations from the VA window and, around
+// each selected kernel launch, snapshots device state into the record
+// database.  The interposed CUDA entry points (Interpose.cpp) call in here;
+// everything not selected passes straight through.
+#ifndef MNEME_RECORDER_RECORDER_H
+#define MNEME_RECORDER_RECORDER_H
+
+#include "DatabaseWriter.h"
+#include "DeviceSnapshot.h"
+#include "VAWindow.h"
+
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <regex>
+#include <set>
+#include <string>
+#include <unordered_set>
+
+namespace mneme::recorder {
+
+struct LaunchRequest {
+  const char *Api = "cudaLaunchKernel";
+  const void *Function = nullptr;
+  dim3 Grid, Block, Cluster{0, 0, 0};
+  void **Args = nullptr;
+  size_t SharedMem = 0;
+  cudaStream_t Stream = nullptr;
+  bool Cooperative = false;
+  std::function<cudaError_t()> Launch; // the application's launch, unchanged
+};
+
+class Recorder {
+public:
+  static Recorder &get();
+
+  cudaError_t allocate(void **Ptr, size_t Size, const char *Api,
+                       const std::function<cudaError_t()> &Real);
+  cudaError_t release(void *Ptr, const std::function<cudaError_t()> &Real);
+  cudaError_t releaseAsync(void *Ptr, cudaStream_t Stream,
+                           const std::function<cudaError_t()> &Real);
+  void noteManaged(void *Ptr, size_t Size);
+  void deviceReset();
+  cudaError_t launch(const LaunchRequest &R);
+  // Waits for the writer and prints what was recorded (at exit).
+  void finish();
+
+private:
+  struct Param {
+    uint64_t Offset, Size;
+  };
+  struct Global {
+    std::string Name;
+    uint64_t Address, Size;
+    bool Constant;
+  };
+  struct KernelState {
+    bool Selected = false;
+    const void *HostFunction = nullptr;
+    std::string Name, Demangled, StaticHash;
+    void **Module = nullptr;
+    CUfunction Function = nullptr;
+    std::vector<Param> Params;
+    bool ParamsKnown = false;
+    const struct IRModule *IR = nullptr;
+    uint64_t Launches = 0, Recorded = 0;
+    std::set<std::string> Seen; // dynamic hashes
+    bool DescriptionQueued = false;
+  };
+  struct Region {
+    uint32_t Kind;
+    std::string Name;
+    uint64_t Address, Size;
+  };
+
+  bool start(); // lazily, under Lock; false: pass everything through
+  bool openWindow();
+  KernelState &kernelState(const void *Function);
+  void resolveParams(KernelState &K);
+  std::string packArgs(const KernelState &K, void **Args) const;
+  std::vector<std::string> replayBlockers(const KernelState &K, const std::string &Args);
+  cudaError_t record(KernelState &K, const LaunchRequest &R, const std::string &Args,
+                     const std::string &Dynamic);
+  bool storeChunks(const std::vector<Region> &Regions,
+                   const std::vector<std::vector<Digest>> &Digests,
+                   const std::vector<std::vector<bool>> *Changed, InstanceJob &Job,
+                   std::string &Error);
+  void drainFrees();
+
+  std::mutex Lock;
+  enum class Mode { Unstarted, PassThrough, Recording } State = Mode::Unstarted;
+  bool WindowFailed = false, ReportedOverflow = false, ReportedManaged = false;
+  VAWindow Window;
+  DeviceSnapshot Snapshot;
+  std::unique_ptr<DatabaseWriter> Writer;
+  std::unique_ptr<std::regex> Filter;
+  std::string Arch, DeviceName;
+  std::map<const void *, KernelState> Kernels;
+  std::map<uint64_t, uint64_t> Outside; // allocations served outside the window
+  std::map<uint64_t, uint64_t> Managed;
+  struct DigestHasher {
+    size_t operator()(const Digest &D) const { return D.Lo; }
+  };
+  std::unordered_set<Digest, DigestHasher> KnownChunks; // stored or queued
+  cudaEvent_t Start = nullptr, Stop = nullptr;
+  uint64_t InstancesQueued = 0;
+
+  // Stream-ordered frees land here from a host callback, which must not
+  // take Lock (it runs while the host thread may wait on the device).
+  std::mutex FreesLock;
+  std::vector<uint64_t> ReadyFrees;
+  static void CUDART_CB onStreamFree(void *Data);
+};
+
+} // namespace mneme::recorder
+
+#endif

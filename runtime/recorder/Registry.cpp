@@ -1,0 +1,155 @@
+#include "Registry.h"
+
+#include "Options.h"
+#include "mneme/EmbeddedIR.h"
+
+#include <cstring>
+
+namespace mneme::recorder {
+namespace {
+
+// The wrapper the compiler passes to __cudaRegisterFatBinary, and the
+// header of the fatbinary it points to (both fixed by NVIDIA's toolchain).
+struct FatBinaryWrapper {
+  int Magic;
+  int Version;
+  const unsigned char *Data;
+  void *Unused;
+};
+constexpr int WrapperMagic = 0x466243b1;
+constexpr uint32_t FatBinaryMagic = 0xBA55ED50;
+
+// The extent of the top-level JSON array under Key, skipping strings.
+std::string_view arrayUnder(std::string_view Json, std::string_view Key) {
+  std::string Needle = "\"" + std::string(Key) + "\":[";
+  size_t Start = Json.find(Needle);
+  if (Start == std::string_view::npos)
+    return {};
+  Start += Needle.size() - 1;
+  int Depth = 0;
+  bool InString = false;
+  for (size_t I = Start; I < Json.size(); ++I) {
+    char C = Json[I];
+    if (InString) {
+      if (C == '\\')
+        ++I;
+      else if (C == '"')
+        InString = false;
+    } else if (C == '"') {
+      InString = true;
+    } else if (C == '[' || C == '{') {
+      ++Depth;
+    } else if ((C == ']' || C == '}') && --Depth == 0) {
+      return Json.substr(Start, I + 1 - Start);
+    }
+  }
+  return {};
+}
+
+std::string stringField(std::string_view Json, std::string_view Key) {
+  std::string Needle = "\"" + std::string(Key) + "\":\"";
+  size_t Start = Json.find(Needle);
+  if (Start == std::string_view::npos)
+    return {};
+  Start += Needle.size();
+  size_t End = Json.find('"', Start);
+  return std::string(Json.substr(Start, End - Start));
+}
+
+} // namespace
+
+bool IRModule::defines(const std::string &Kernel) const {
+  // Mangled names need no JSON escaping, so the exact field text is safe.
+  return arrayUnder(Metadata, "kernels").find("\"name\":\"" + Kernel + "\"") !=
+         std::string_view::npos;
+}
+
+void Registry::addFatBinary(void **Handle, const void *Wrapper) {
+  std::lock_guard<std::mutex> G(Lock);
+  const auto *W = static_cast<const FatBinaryWrapper *>(Wrapper);
+  std::string_view Image;
+  if (W && W->Magic == WrapperMagic && W->Data) {
+    uint32_t Magic;
+    uint16_t HeaderSize;
+    uint64_t FatSize;
+    std::memcpy(&Magic, W->Data, 4);
+    std::memcpy(&HeaderSize, W->Data + 6, 2);
+    std::memcpy(&FatSize, W->Data + 8, 8);
+    if (Magic == FatBinaryMagic)
+      Image = std::string_view(reinterpret_cast<const char *>(W->Data), HeaderSize + FatSize);
+  }
+  Images[Handle] = Image;
+}
+
+void Registry::addFunction(void **Handle, const void *HostFunction, const char *DeviceName) {
+  std::lock_guard<std::mutex> G(Lock);
+  Kernels[HostFunction] = KernelSymbol{DeviceName, Handle, HostFunction};
+}
+
+void Registry::addVariable(void **Handle, const void *HostVariable, const char *DeviceName,
+                           uint64_t Size, bool Constant) {
+  std::lock_guard<std::mutex> G(Lock);
+  Variables.push_back(VariableSymbol{DeviceName, Handle, HostVariable, Size, Constant});
+}
+
+void Registry::addIR(const void *Data, uint64_t Size) {
+  std::vector<embedded_ir::RecordView> Records;
+  std::string Error;
+  if (!embedded_ir::decodeRecords(Data, Size, Records, Error)) {
+    report("ignoring malformed embedded IR: " + Error);
+    return;
+  }
+  std::lock_guard<std::mutex> G(Lock);
+  for (const auto &R : Records) {
+    IRModule M{std::string(R.Metadata), std::string(R.Bitcode), ""};
+    M.Arch = stringField(M.Metadata, "arch");
+    IR.push_back(std::move(M));
+  }
+}
+
+const KernelSymbol *Registry::kernel(const void *HostFunction) const {
+  std::lock_guard<std::mutex> G(Lock);
+  auto It = Kernels.find(HostFunction);
+  return It == Kernels.end() ? nullptr : &It->second;
+}
+
+std::vector<VariableSymbol> Registry::variables(void **Module) const {
+  std::lock_guard<std::mutex> G(Lock);
+  std::vector<VariableSymbol> Out;
+  for (const VariableSymbol &V : Variables)
+    if (V.Module == Module)
+      Out.push_back(V);
+  return Out;
+}
+
+const IRModule *Registry::irFor(const std::string &Kernel, const std::string &Arch) const {
+  std::lock_guard<std::mutex> G(Lock);
+  const IRModule *Any = nullptr;
+  for (const IRModule &M : IR)
+    if (M.defines(Kernel)) {
+      if (M.Arch == Arch)
+        return &M;
+      if (!Any)
+        Any = &M;
+    }
+  return Any;
+}
+
+std::string_view Registry::image(void **Module) const {
+  std::lock_guard<std::mutex> G(Lock);
+  auto It = Images.find(Module);
+  return It == Images.end() ? std::string_view() : It->second;
+}
+
+size_t Registry::irModuleCount() const {
+  std::lock_guard<std::mutex> G(Lock);
+  return IR.size();
+}
+
+Registry &registry() {
+  // Never destroyed: registration and launches may run during exit.
+  static Registry *R = new Registry;
+  return *R;
+}
+
+} // namespace mneme::recorder

@@ -1,0 +1,68 @@
+// What the application registers with the CUDA runtime (fatbinaries,
+// kernels, device variables) and the device IR its modules hand over
+// through the registration hook.  Filled from constructors, read at launch.
+#ifndef MNEME_RECORDER_REGISTRY_H
+#define MNEME_RECORDER_REGISTRY_H
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <deque>
+#include <vector>
+
+namespace mneme::recorder {
+
+struct KernelSymbol {
+  std::string Name;     // mangled, as the device image names it
+  void **Module = nullptr; // fatbinary handle
+  const void *HostFunction = nullptr;
+};
+
+struct VariableSymbol {
+  std::string Name;
+  void **Module = nullptr;
+  const void *HostVariable = nullptr;
+  uint64_t Size = 0;
+  bool Constant = false;
+};
+
+// One embedded-IR record (one TU, one arch).
+struct IRModule {
+  std::string Metadata; // JSON, as the plugin wrote it
+  std::string Bitcode;
+  std::string Arch;     // "sm_90"
+  bool defines(const std::string &Kernel) const;
+};
+
+class Registry {
+public:
+  void addFatBinary(void **Handle, const void *Wrapper);
+  void addFunction(void **Handle, const void *HostFunction, const char *DeviceName);
+  void addVariable(void **Handle, const void *HostVariable, const char *DeviceName,
+                   uint64_t Size, bool Constant);
+  // Decodes the records one module hands to __mneme_register_ir_v1.
+  void addIR(const void *Data, uint64_t Size);
+
+  const KernelSymbol *kernel(const void *HostFunction) const;
+  std::vector<VariableSymbol> variables(void **Module) const;
+  // The IR defining Kernel, preferring Arch; null if no module carries it.
+  const IRModule *irFor(const std::string &Kernel, const std::string &Arch) const;
+  // The application's compiled image of a module (empty if unknown).
+  std::string_view image(void **Module) const;
+  size_t irModuleCount() const;
+
+private:
+  mutable std::mutex Lock;
+  std::map<void **, std::string_view> Images;
+  std::map<const void *, KernelSymbol> Kernels;
+  std::vector<VariableSymbol> Variables;
+  std::deque<IRModule> IR; // stable addresses for irFor()
+};
+
+Registry &registry();
+
+} // namespace mneme::recorder
+
+#endif

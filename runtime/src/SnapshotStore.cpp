@@ -1,0 +1,353 @@
+#include "mneme/SnapshotStore.h"
+
+#include <zstd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace mneme::store {
+namespace {
+
+// Little-endian field writers and a bounds-checked reader.
+void put32(std::string &Out, uint32_t V) { Out.append(reinterpret_cast<const char *>(&V), 4); }
+void put64(std::string &Out, uint64_t V) { Out.append(reinterpret_cast<const char *>(&V), 8); }
+void pad8(std::string &Out) { Out.append((8 - Out.size() % 8) % 8, '\0'); }
+
+struct Reader {
+  std::string_view Data;
+  size_t Pos = 0;
+  bool take(void *Dst, size_t N) {
+    if (Data.size() - Pos < N)
+      return false;
+    std::memcpy(Dst, Data.data() + Pos, N);
+    Pos += N;
+    return true;
+  }
+  bool u32(uint32_t &V) { return take(&V, 4); }
+  bool u64(uint64_t &V) { return take(&V, 8); }
+  bool bytes(std::string &S, size_t N) {
+    if (Data.size() - Pos < N)
+      return false;
+    S.assign(Data.data() + Pos, N);
+    Pos += N;
+    return true;
+  }
+  bool align8() {
+    size_t Next = (Pos + 7) / 8 * 8;
+    if (Next > Data.size())
+      return false;
+    Pos = Next;
+    return true;
+  }
+};
+
+uint64_t checksum(std::string_view Data) {
+  return content_hash::hash(Data.data(), Data.size()).Lo;
+}
+
+std::string errnoText(const std::string &What, const std::string &Path) {
+  return Path + ": " + What + ": " + std::strerror(errno);
+}
+
+} // namespace
+
+std::string chunkPath(const Digest &Hash) {
+  std::string Hex = content_hash::toHex(Hash);
+  return "chunks/" + Hex.substr(0, 2) + "/" + Hex;
+}
+
+bool makeDirectories(const std::string &Path, std::string &Error) {
+  std::string Partial;
+  size_t Pos = 0;
+  while (Pos != std::string::npos) {
+    Pos = Path.find('/', Pos + 1);
+    Partial = Path.substr(0, Pos);
+    if (Partial.empty())
+      continue;
+    if (mkdir(Partial.c_str(), 0777) != 0 && errno != EEXIST) {
+      Error = errnoText("cannot create directory", Partial);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool writeFileAtomic(const std::string &Path, std::string_view Data,
+                     std::string &Error, bool Exclusive) {
+  Error.clear();
+  // Unique per process and call: concurrent writers never share a temporary.
+  static std::atomic<uint64_t> Serial{0};
+  std::string Tmp = Path + ".tmp." + std::to_string(getpid()) + "." +
+                    std::to_string(Serial++);
+  int Fd = open(Tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (Fd < 0) {
+    Error = errnoText("cannot write", Tmp);
+    return false;
+  }
+  size_t Done = 0;
+  while (Done < Data.size()) {
+    ssize_t N = write(Fd, Data.data() + Done, Data.size() - Done);
+    if (N < 0 && errno == EINTR)
+      continue;
+    if (N <= 0) {
+      Error = errnoText("cannot write", Tmp);
+      close(Fd);
+      unlink(Tmp.c_str());
+      return false;
+    }
+    Done += N;
+  }
+  close(Fd);
+  if (Exclusive) {
+    // link() fails if Path exists: the first writer wins, atomically.
+    int Rc = link(Tmp.c_str(), Path.c_str());
+    int Saved = errno;
+    unlink(Tmp.c_str());
+    if (Rc == 0)
+      return true;
+    errno = Saved;
+    if (Saved != EEXIST)
+      Error = errnoText("cannot create", Path);
+    return false;
+  }
+  if (rename(Tmp.c_str(), Path.c_str()) != 0) {
+    Error = errnoText("cannot rename into place", Path);
+    unlink(Tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+bool readFile(const std::string &Path, std::string &Out, std::string &Error) {
+  int Fd = open(Path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (Fd < 0) {
+    Error = errnoText("cannot read", Path);
+    return false;
+  }
+  struct stat St;
+  if (fstat(Fd, &St) != 0) {
+    Error = errnoText("cannot stat", Path);
+    close(Fd);
+    return false;
+  }
+  Out.resize(St.st_size);
+  size_t Done = 0;
+  while (Done < Out.size()) {
+    ssize_t N = read(Fd, Out.data() + Done, Out.size() - Done);
+    if (N < 0 && errno == EINTR)
+      continue;
+    if (N <= 0)
+      break;
+    Done += N;
+  }
+  close(Fd);
+  Out.resize(Done);
+  return true;
+}
+
+bool writeChunk(const std::string &DbDir, const Digest &Hash, const void *Data,
+                size_t Size, int Level, uint64_t &StoredBytes, std::string &Error) {
+  StoredBytes = 0;
+  std::string Path = DbDir + "/" + chunkPath(Hash);
+  struct stat St;
+  if (stat(Path.c_str(), &St) == 0)
+    return true; // stored before: content addressing makes it the same bytes
+
+  std::string Payload;
+  Codec C = Codec::Raw;
+  if (Level > 0) {
+    Payload.resize(ZSTD_compressBound(Size));
+    size_t N = ZSTD_compress(Payload.data(), Payload.size(), Data, Size, Level);
+    if (!ZSTD_isError(N) && N < Size) {
+      Payload.resize(N);
+      C = Codec::Zstd;
+    }
+  }
+  if (C == Codec::Raw)
+    Payload.assign(static_cast<const char *>(Data), Size);
+
+  std::string File;
+  File.reserve(ChunkHeaderSize + Payload.size());
+  File.append(ChunkMagic, 8);
+  put32(File, FormatVersion);
+  put32(File, static_cast<uint32_t>(C));
+  put64(File, Size);
+  put64(File, Payload.size());
+  put64(File, Hash.Lo);
+  put64(File, Hash.Hi);
+  put64(File, checksum(Payload));
+  File += Payload;
+
+  std::string Dir = Path.substr(0, Path.rfind('/'));
+  if (!makeDirectories(Dir, Error))
+    return false;
+  if (!writeFileAtomic(Path, File, Error, /*Exclusive=*/true)) {
+    if (!Error.empty())
+      return false;
+    return true; // another writer stored it first
+  }
+  StoredBytes = File.size();
+  return true;
+}
+
+bool readChunk(const std::string &DbDir, const Digest &Hash, std::string &Out,
+               std::string &Error) {
+  std::string Path = DbDir + "/" + chunkPath(Hash);
+  std::string File;
+  if (!readFile(Path, File, Error))
+    return false;
+  Reader R{File};
+  char Magic[8];
+  uint32_t Version, CodecId;
+  uint64_t RawSize, StoredSize, Lo, Hi, Sum;
+  if (!R.take(Magic, 8) || !R.u32(Version) || !R.u32(CodecId) || !R.u64(RawSize) ||
+      !R.u64(StoredSize) || !R.u64(Lo) || !R.u64(Hi) || !R.u64(Sum)) {
+    Error = Path + ": truncated chunk header";
+    return false;
+  }
+  if (std::memcmp(Magic, ChunkMagic, 8) != 0) {
+    Error = Path + ": not a mneme chunk (bad magic)";
+    return false;
+  }
+  if (Version != FormatVersion) {
+    Error = Path + ": chunk format version " + std::to_string(Version) +
+            " (this mneme-cc reads version " + std::to_string(FormatVersion) + ")";
+    return false;
+  }
+  std::string_view Payload(File.data() + ChunkHeaderSize, File.size() - ChunkHeaderSize);
+  if (Payload.size() != StoredSize) {
+    Error = Path + ": truncated chunk (" + std::to_string(Payload.size()) + " of " +
+            std::to_string(StoredSize) + " payload bytes)";
+    return false;
+  }
+  if (Lo != Hash.Lo || Hi != Hash.Hi || checksum(Payload) != Sum) {
+    Error = Path + ": chunk is corrupt (checksum mismatch)";
+    return false;
+  }
+  if (CodecId == static_cast<uint32_t>(Codec::Raw)) {
+    Out.assign(Payload);
+  } else if (CodecId == static_cast<uint32_t>(Codec::Zstd)) {
+    Out.resize(RawSize);
+    size_t N = ZSTD_decompress(Out.data(), RawSize, Payload.data(), Payload.size());
+    if (ZSTD_isError(N) || N != RawSize) {
+      Error = Path + ": chunk does not decompress";
+      return false;
+    }
+  } else {
+    Error = Path + ": unknown chunk codec " + std::to_string(CodecId);
+    return false;
+  }
+  if (content_hash::hash(Out.data(), Out.size()) != Hash) {
+    Error = Path + ": chunk content does not match its name";
+    return false;
+  }
+  return true;
+}
+
+std::string encodeState(const State &S) {
+  std::string Body;
+  put64(Body, S.ChunkSize);
+  put32(Body, static_cast<uint32_t>(S.Metadata.size()));
+  put32(Body, static_cast<uint32_t>(S.Regions.size()));
+  Body += S.Metadata;
+  pad8(Body);
+  for (const Region &Rg : S.Regions) {
+    put32(Body, static_cast<uint32_t>(Rg.Kind));
+    put32(Body, static_cast<uint32_t>(Rg.Name.size()));
+    put64(Body, Rg.Address);
+    put64(Body, Rg.Size);
+    put64(Body, Rg.Chunks.size());
+    Body += Rg.Name;
+    pad8(Body);
+    for (const ChunkRef &C : Rg.Chunks) {
+      put64(Body, C.Index);
+      put64(Body, C.Hash.Lo);
+      put64(Body, C.Hash.Hi);
+    }
+  }
+  std::string Out;
+  Out.append(StateMagic, 8);
+  put32(Out, FormatVersion);
+  put32(Out, static_cast<uint32_t>(S.Kind));
+  put64(Out, Body.size());
+  put64(Out, checksum(Body));
+  return Out + Body;
+}
+
+bool decodeState(std::string_view Data, State &Out, std::string &Error) {
+  Reader R{Data};
+  char Magic[8];
+  uint32_t Version, Kind;
+  uint64_t BodySize, Sum;
+  if (!R.take(Magic, 8) || !R.u32(Version) || !R.u32(Kind) || !R.u64(BodySize) ||
+      !R.u64(Sum)) {
+    Error = "truncated header";
+    return false;
+  }
+  if (std::memcmp(Magic, StateMagic, 8) != 0) {
+    Error = "not a mneme device-state file (bad magic)";
+    return false;
+  }
+  if (Version != FormatVersion) {
+    Error = "device-state format version " + std::to_string(Version) +
+            " (this mneme-cc reads version " + std::to_string(FormatVersion) + ")";
+    return false;
+  }
+  std::string_view Body = Data.substr(StateHeaderSize);
+  if (Body.size() != BodySize) {
+    Error = "truncated (" + std::to_string(Body.size()) + " of " +
+            std::to_string(BodySize) + " body bytes)";
+    return false;
+  }
+  if (checksum(Body) != Sum) {
+    Error = "corrupt (checksum mismatch)";
+    return false;
+  }
+  if (Kind < 1 || Kind > 3) {
+    Error = "unknown state kind " + std::to_string(Kind);
+    return false;
+  }
+  Reader B{Body};
+  uint32_t MetaSize, RegionCount;
+  Out = State();
+  Out.Kind = static_cast<StateKind>(Kind);
+  bool Ok = B.u64(Out.ChunkSize) && B.u32(MetaSize) && B.u32(RegionCount) &&
+            B.bytes(Out.Metadata, MetaSize) && B.align8();
+  for (uint32_t I = 0; Ok && I < RegionCount; ++I) {
+    Region Rg;
+    uint32_t RKind, NameSize;
+    uint64_t Refs;
+    Ok = B.u32(RKind) && B.u32(NameSize) && B.u64(Rg.Address) && B.u64(Rg.Size) &&
+         B.u64(Refs) && B.bytes(Rg.Name, NameSize) && B.align8() &&
+         Refs <= (Body.size() - B.Pos) / 24;
+    Rg.Kind = static_cast<RegionKind>(RKind);
+    for (uint64_t J = 0; Ok && J < Refs; ++J) {
+      ChunkRef C;
+      Ok = B.u64(C.Index) && B.u64(C.Hash.Lo) && B.u64(C.Hash.Hi);
+      Rg.Chunks.push_back(C);
+    }
+    Out.Regions.push_back(std::move(Rg));
+  }
+  if (!Ok || Out.ChunkSize == 0) {
+    Error = "malformed body";
+    return false;
+  }
+  return true;
+}
+
+bool readStateFile(const std::string &Path, State &Out, std::string &Error) {
+  std::string Data;
+  if (!readFile(Path, Data, Error))
+    return false;
+  if (!decodeState(Data, Out, Error)) {
+    Error = Path + ": " + Error;
+    return false;
+  }
+  return true;
+}
+
+} // namespace mneme::store
