@@ -101,8 +101,9 @@ bool Options::recordsThisRank() const {
 }
 
 const Options &options() {
-  static const Options O = load();
-  return O;
+  // Never destroyed: the recorder still reads it while the process exits.
+  static const Options *O = new Options(load());
+  return *O;
 }
 
 void report(const std::string &Message) {
