@@ -90,3 +90,31 @@ def cmake_build(tmp_path_factory) -> Path:
         env=tool_env(CC="mneme-cc", CXX="mneme-cxx"))
     run(["cmake", "--build", str(out), "-j4"])
     return out
+
+
+EXAMPLES = TESTS.parent / "examples"
+EXAMPLE_NAMES = ("vector_add", "cg", "stencil3d", "tree_search", "atomic_sum", "big_shared",
+                 "multi_tu")
+
+
+@pytest.fixture(scope="session")
+def example_binaries(tmp_path_factory) -> Path:
+    """The example applications (and the record test samples), built with mneme-cxx.
+
+    On a GPU machine without clang, MNEME_EXAMPLES names a directory holding
+    binaries built elsewhere (scripts/build-gpu-carry makes one).
+    """
+    prebuilt = os.environ.get("MNEME_EXAMPLES")
+    if prebuilt:
+        return Path(prebuilt)
+    if not shutil.which("clang-22") and not os.environ.get("MNEME_CLANG"):
+        pytest.skip("needs clang-22 here, or MNEME_EXAMPLES with binaries built elsewhere")
+    build = tmp_path_factory.mktemp("examples")
+    mneme_dir = run(["mneme", "config", "cmakedir"]).stdout.strip()
+    run(["cmake", "-S", str(EXAMPLES), "-B", str(build / "tree"), "-DCMAKE_CUDA_COMPILER=mneme-cxx",
+         f"-Dmneme_DIR={mneme_dir}", "-DCMAKE_BUILD_TYPE=Release"])
+    run(["cmake", "--build", str(build / "tree"), "-j4"])
+    for name in EXAMPLE_NAMES:
+        shutil.copy(build / "tree" / name / name, build / name)
+    run(["mneme-cxx", "-O2", str(SAMPLES / "record" / "managed.cu"), "-o", str(build / "managed")])
+    return build

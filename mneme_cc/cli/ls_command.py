@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -59,14 +60,16 @@ def ls(
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    # Full hashes and names when piped, not an 80-column cut.
+    console = Console() if sys.stdout.isatty() else Console(width=200)
     raw = sum(i.raw_bytes for i in db.instances)
     stored = sum(i.stored_bytes for i in db.instances)
     console.print(f"[bold]{database}[/]: {len(db.kernels)} kernel(s), {len(db.instances)} "
                   f"instance(s); snapshots {human_bytes(raw)} raw, {human_bytes(stored)} stored"
-                  + (" (verified)" if verify else ""))
+                  + (" (verified)" if verify else ""), soft_wrap=True)
     for k in db.kernels:
-        console.print(f"\n[bold cyan]{k.demangled}[/]  [dim]{k.static_hash}[/]  {k.replay_note}")
+        console.print(f"\n[bold cyan]{k.demangled}[/]  [dim]{k.static_hash}[/]  {k.replay_note}",
+                      soft_wrap=True)
         table = Table("instance", "grid", "block", "smem", "raw", "stored", "in-app ms",
                       "replayable", box=None, pad_edge=False)
         for i in k.instances:

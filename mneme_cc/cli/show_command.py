@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -56,7 +57,8 @@ def show(
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    # Full hashes and names when piped, not an 80-column cut.
+    console = Console() if sys.stdout.isatty() else Console(width=200)
     if not is_instance:
         console.print(f"[bold cyan]{detail['demangled']}[/]\n  mangled  {detail['name']}\n"
                       f"  static   {detail['static_hash']}\n  replay   {detail['replay']}")

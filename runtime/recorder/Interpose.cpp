@@ -27,7 +27,35 @@ void __cudaRegisterVar(void **Handle, char *HostVar, char *DeviceAddress,
                        const char *DeviceName, int Ext, size_t Size, int Constant,
                        int Global);
 void __mneme_register_ir_v1(const void *Data, uint64_t Size);
+cudaError_t __cudaGetKernel(cudaKernel_t *Kernel, const void *HostFunction);
+cudaError_t __cudaLaunchKernel(cudaKernel_t Kernel, dim3 Grid, dim3 Block, void **Args,
+                               size_t SharedMem, cudaStream_t Stream);
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t Kernel, dim3 Grid, dim3 Block, void **Args,
+                                    size_t SharedMem, cudaStream_t Stream);
+cudaError_t cudaLaunchKernel_ptsz(const void *Func, dim3 Grid, dim3 Block, void **Args,
+                                  size_t SharedMem, cudaStream_t Stream);
 }
+
+namespace {
+
+// One launch of Func through Real, which is the application's own call.
+template <class F>
+cudaError_t launchThrough(const char *Api, const void *Func, dim3 Grid, dim3 Block, void **Args,
+                          size_t SharedMem, cudaStream_t Stream, bool PerThread, F Real) {
+  LaunchRequest R;
+  R.Api = Api;
+  R.Function = Func;
+  R.Grid = Grid;
+  R.Block = Block;
+  R.Args = Args;
+  R.SharedMem = SharedMem;
+  // The _ptsz entry points read stream 0 as the per-thread default stream.
+  R.Stream = PerThread && !Stream ? cudaStreamPerThread : Stream;
+  R.Launch = Real;
+  return Recorder::get().launch(R);
+}
+
+} // namespace
 
 extern "C" {
 
@@ -122,17 +150,52 @@ cudaError_t cudaDeviceReset(void) {
 
 cudaError_t cudaLaunchKernel(const void *Func, dim3 Grid, dim3 Block, void **Args,
                              size_t SharedMem, cudaStream_t Stream) {
-  LaunchRequest R;
-  R.Function = Func;
-  R.Grid = Grid;
-  R.Block = Block;
-  R.Args = Args;
-  R.SharedMem = SharedMem;
-  R.Stream = Stream;
-  R.Launch = [&] {
-    return MNEME_REAL(cudaLaunchKernel)(Func, Grid, Block, Args, SharedMem, Stream);
+  return launchThrough("cudaLaunchKernel", Func, Grid, Block, Args, SharedMem, Stream, false,
+                       [&] {
+                         return MNEME_REAL(cudaLaunchKernel)(Func, Grid, Block, Args, SharedMem,
+                                                             Stream);
+                       });
+}
+
+cudaError_t cudaLaunchKernel_ptsz(const void *Func, dim3 Grid, dim3 Block, void **Args,
+                                  size_t SharedMem, cudaStream_t Stream) {
+  return launchThrough("cudaLaunchKernel", Func, Grid, Block, Args, SharedMem, Stream, true,
+                       [&] {
+                         return MNEME_REAL(cudaLaunchKernel_ptsz)(Func, Grid, Block, Args,
+                                                                  SharedMem, Stream);
+                       });
+}
+
+// nvcc 13's launch stubs: a kernel handle looked up once, then launched.
+cudaError_t __cudaGetKernel(cudaKernel_t *Kernel, const void *HostFunction) {
+  cudaError_t R = MNEME_REAL(__cudaGetKernel)(Kernel, HostFunction);
+  if (R == cudaSuccess && Kernel)
+    registry().addKernelHandle(*Kernel, HostFunction);
+  return R;
+}
+
+cudaError_t __cudaLaunchKernel(cudaKernel_t Kernel, dim3 Grid, dim3 Block, void **Args,
+                               size_t SharedMem, cudaStream_t Stream) {
+  auto Real = [&] {
+    return MNEME_REAL(__cudaLaunchKernel)(Kernel, Grid, Block, Args, SharedMem, Stream);
   };
-  return Recorder::get().launch(R);
+  const void *Func = registry().hostFunctionOf(Kernel);
+  if (!Func)
+    return Real();
+  return launchThrough("__cudaLaunchKernel", Func, Grid, Block, Args, SharedMem, Stream, false,
+                       Real);
+}
+
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t Kernel, dim3 Grid, dim3 Block, void **Args,
+                                    size_t SharedMem, cudaStream_t Stream) {
+  auto Real = [&] {
+    return MNEME_REAL(__cudaLaunchKernel_ptsz)(Kernel, Grid, Block, Args, SharedMem, Stream);
+  };
+  const void *Func = registry().hostFunctionOf(Kernel);
+  if (!Func)
+    return Real();
+  return launchThrough("__cudaLaunchKernel", Func, Grid, Block, Args, SharedMem, Stream, true,
+                       Real);
 }
 
 cudaError_t cudaLaunchCooperativeKernel(const void *Func, dim3 Grid, dim3 Block, void **Args,

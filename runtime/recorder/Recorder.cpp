@@ -60,6 +60,10 @@ void writeDim(JsonWriter &J, const char *Key, dim3 D) {
   J.key(Key).beginArray().value(D.x).value(D.y).value(D.z).endArray();
 }
 
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 std::string isoNow() {
   std::time_t T = std::time(nullptr);
   char Buf[32];
@@ -485,8 +489,13 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
   auto Job = std::make_unique<InstanceJob>();
   std::string Error;
   std::vector<std::vector<Digest>> Before, After;
-  if (!Snapshot.hash(Ranges, O.ChunkSize, Before, Error) ||
-      !storeChunks(Device, Before, nullptr, *Job, Error)) {
+  double T0 = now();
+  bool Hashed = Snapshot.hash(Ranges, O.ChunkSize, Before, Error);
+  double T1 = now();
+  HashSeconds += T1 - T0;
+  bool Copied = Hashed && storeChunks(Device, Before, nullptr, *Job, Error);
+  CopySeconds += now() - T1;
+  if (!Copied) {
     Abandon(Error);
     return R.Launch();
   }
@@ -506,10 +515,12 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
   // The epilogue keeps only the chunks the kernel changed.
   std::vector<std::vector<bool>> Changed;
   uint64_t ChangedBytes = 0, RawBytes = Args.size();
+  T0 = now();
   if (!Snapshot.hash(Ranges, O.ChunkSize, After, Error)) {
     Abandon(Error);
     return Result;
   }
+  HashSeconds += now() - T0;
   for (size_t I = 0; I < Device.size(); ++I) {
     RawBytes += Device[I].Size;
     Changed.emplace_back(After[I].size());
@@ -519,10 +530,12 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
         ChangedBytes += std::min<uint64_t>(O.ChunkSize, Device[I].Size - C * O.ChunkSize);
       }
   }
+  T0 = now();
   if (!storeChunks(Device, After, &Changed, *Job, Error)) {
     Abandon(Error);
     return Result;
   }
+  CopySeconds += now() - T0;
 
   // Argument bytes and (once per kernel) the application's image.
   Digest ArgsHash = content_hash::hash(Args.data(), Args.size());
@@ -723,7 +736,9 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
   };
   ++K.Recorded;
   ++InstancesQueued;
+  T0 = now();
   Writer->submit(std::move(Job));
+  SubmitSeconds += now() - T0;
   if (O.Verbose)
     report("recorded " + K.Demangled + " instance " + Dynamic);
   return Result;
@@ -733,10 +748,20 @@ void Recorder::finish() {
   std::unique_lock<std::mutex> G(Lock);
   if (State != Mode::Recording || !Writer)
     return;
+  double T0 = now();
   Writer->drain();
+  double Wait = now() - T0;
   if (options().Verbose || InstancesQueued)
     report("recorded " + std::to_string(Writer->committed()) + " instance(s) into " +
            options().Database);
+  if (options().Verbose) {
+    char Line[256];
+    std::snprintf(Line, sizeof Line,
+                  "recording took %.3f s hashing on the GPU, %.3f s copying to the host, "
+                  "%.3f s queueing, %.3f s waiting for the writer at exit",
+                  HashSeconds, CopySeconds, SubmitSeconds, Wait);
+    report(Line);
+  }
 }
 
 } // namespace mneme::recorder

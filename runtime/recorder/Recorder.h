@@ -107,6 +107,8 @@ private:
   std::unordered_set<Digest, DigestHasher> KnownChunks; // stored or queued
   cudaEvent_t Start = nullptr, Stop = nullptr;
   uint64_t InstancesQueued = 0;
+  // Where recording time goes (reported with --verbose).
+  double HashSeconds = 0, CopySeconds = 0, SubmitSeconds = 0;
 
   // Stream-ordered frees land here from a host callback, which must not
   // take Lock (it runs while the host thread may wait on the device).

@@ -107,6 +107,17 @@ void Registry::addIR(const void *Data, uint64_t Size) {
   }
 }
 
+void Registry::addKernelHandle(const void *Handle, const void *HostFunction) {
+  std::lock_guard<std::mutex> G(Lock);
+  Handles[Handle] = HostFunction;
+}
+
+const void *Registry::hostFunctionOf(const void *Handle) const {
+  std::lock_guard<std::mutex> G(Lock);
+  auto It = Handles.find(Handle);
+  return It == Handles.end() ? nullptr : It->second;
+}
+
 const KernelSymbol *Registry::kernel(const void *HostFunction) const {
   std::lock_guard<std::mutex> G(Lock);
   auto It = Kernels.find(HostFunction);

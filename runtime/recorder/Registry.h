@@ -45,6 +45,10 @@ public:
   // Decodes the records one module hands to __mneme_register_ir_v1.
   void addIR(const void *Data, uint64_t Size);
 
+  // CUDA 13's nvcc launches through kernel handles (__cudaGetKernel).
+  void addKernelHandle(const void *Handle, const void *HostFunction);
+  const void *hostFunctionOf(const void *Handle) const;
+
   const KernelSymbol *kernel(const void *HostFunction) const;
   std::vector<VariableSymbol> variables(void **Module) const;
   // The IR defining Kernel, preferring Arch; null if no module carries it.
@@ -57,6 +61,7 @@ private:
   mutable std::mutex Lock;
   std::map<void **, std::string_view> Images;
   std::map<const void *, KernelSymbol> Kernels;
+  std::map<const void *, const void *> Handles; // kernel handle -> host function
   std::vector<VariableSymbol> Variables;
   std::deque<IRModule> IR; // stable addresses for irFor()
 };
