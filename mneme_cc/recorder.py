@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,17 +113,15 @@ class RecordSettings:
         return env
 
 
-def record(settings: RecordSettings, command: list[str]) -> int:
-    """Runs command under the recorder; returns its exit status."""
+def run_recorded(settings: RecordSettings, command: list[str]) -> int:
+    """Runs command under the recorder; returns its exit status (128+N for signal N)."""
     if not command:
         raise UsageError("no application given: mneme record -rdb DIR -- APP [ARGS...]")
     settings.validate()
     env = settings.environment()
+    program = shutil.which(command[0], path=env.get("PATH"))
+    if program is None:
+        raise UsageError(f"{command[0]}: no such program (or not executable)")
     settings.prepare_database()
-    try:
-        proc = subprocess.run(command, env=env)
-    except FileNotFoundError:
-        raise UsageError(f"{command[0]}: no such program") from None
-    except PermissionError:
-        raise UsageError(f"{command[0]}: not executable") from None
+    proc = subprocess.run([program, *command[1:]], env=env)
     return proc.returncode if proc.returncode >= 0 else 128 - proc.returncode

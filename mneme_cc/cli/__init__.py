@@ -1,52 +1,35 @@
-"""The `mneme` command: one file per subcommand, joined here.
+"""The `mneme` command.
 
-Heavy imports happen inside the commands so that `mneme --help` is instant.
+`mneme record` wraps production runs, so it starts without importing the
+rest of the CLI (typer alone costs a tenth of a second); every other
+subcommand goes through the typer app in `mneme_cc.cli.typer_app`.
 """
 
 from __future__ import annotations
 
-import typer
-
-from mneme_cc.cli import config_command, inspect_command, ls_command, record_command, show_command
-
-app = typer.Typer(
-    name="mneme",
-    help="Record GPU kernel launches and replay them as standalone experiments.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-
-def _print_version(value: bool) -> None:
-    if value:
-        from mneme_cc.build_info import build_info
-
-        print(f"mneme-cc {build_info().version}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
-                                 help="Print mneme-cc's version and exit."),
-) -> None:
-    """Record GPU kernel launches and replay them as standalone experiments."""
-
-
-app.command("inspect")(inspect_command.inspect)
-app.command("config")(config_command.config)
-app.command("record", context_settings={"allow_interspersed_args": False})(record_command.record)
-app.command("ls")(ls_command.ls)
-app.command("show")(show_command.show)
+import sys
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["record"]:
+        from mneme_cc.cli.record_command import main as record_main
+
+        raise SystemExit(record_main(sys.argv[2:]))
+    from mneme_cc.cli.typer_app import app
+
     app()
 
 
 def run_subcommand(name: str) -> None:
     """Entry point of a standalone `mneme-<name>` tool: `mneme <name> ...`."""
-    import sys
+    from mneme_cc.cli.typer_app import app
 
     app(args=[name, *sys.argv[1:]], prog_name=f"mneme-{name}")
+
+
+def __getattr__(name: str):
+    if name == "app":
+        from mneme_cc.cli.typer_app import app
+
+        return app
+    raise AttributeError(name)

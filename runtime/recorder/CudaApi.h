@@ -33,6 +33,9 @@ struct Driver {
   X(MemcpyDtoHAsync, cuMemcpyDtoHAsync)                                        \
   X(StreamCreate, cuStreamCreate)                                              \
   X(StreamSynchronize, cuStreamSynchronize)                                    \
+  X(EventCreate, cuEventCreate)                                                \
+  X(EventRecord, cuEventRecord)                                                \
+  X(EventSynchronize, cuEventSynchronize)                                      \
   X(ModuleLoadData, cuModuleLoadData)                                          \
   X(ModuleGetFunction, cuModuleGetFunction)                                    \
   X(ModuleGetGlobal, cuModuleGetGlobal)                                        \

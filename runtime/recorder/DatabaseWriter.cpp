@@ -2,6 +2,7 @@
 
 #include "Options.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 namespace mneme::recorder {
@@ -9,6 +10,17 @@ namespace {
 // Host memory that may wait for the writer before recording blocks.
 constexpr uint64_t MaxPendingBytes = 8ULL << 30;
 } // namespace
+
+HostBuffer allocateHostBuffer(uint64_t Bytes) {
+  constexpr uint64_t Large = 4ULL << 20;
+  if (Bytes < Large)
+    return HostBuffer(new char[Bytes ? Bytes : 1], std::default_delete<char[]>());
+  void *P = mmap(nullptr, Bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (P == MAP_FAILED)
+    throw std::bad_alloc();
+  madvise(P, Bytes, MADV_HUGEPAGE);
+  return HostBuffer(static_cast<char *>(P), [Bytes](char *Q) { munmap(Q, Bytes); });
+}
 
 DatabaseWriter::DatabaseWriter(std::string Dir, int ZstdLevel, unsigned Count)
     : Directory(std::move(Dir)), Level(ZstdLevel) {
@@ -64,7 +76,7 @@ void DatabaseWriter::compressLoop() {
     uint64_t Stored = 0;
     std::string Error;
     if (!Failed &&
-        !store::writeChunk(Directory, T.Hash, T.Buffer->data() + T.Offset, T.Size,
+        !store::writeChunk(Directory, T.Hash, T.Buffer.get() + T.Offset, T.Size,
                            Level, Stored, Error))
       fail(Error);
     Job->StoredBytes += Stored;

@@ -23,7 +23,11 @@
 namespace mneme::recorder {
 
 // Bytes copied from the device, shared by the chunks cut from them.
-using HostBuffer = std::shared_ptr<std::vector<char>>;
+using HostBuffer = std::shared_ptr<char>;
+
+// Uninitialised host memory (large buffers on huge pages where the kernel
+// offers them: snapshots copy gigabytes, and page faults would dominate).
+HostBuffer allocateHostBuffer(uint64_t Bytes);
 
 struct ChunkTask {
   store::Digest Hash;

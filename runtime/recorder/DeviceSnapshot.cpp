@@ -5,8 +5,9 @@
 #include <algorithm>
 #include <cstring>
 
-// The PTX of HashKernel.cu, generated at build time.
-extern const char MnemeHashKernelPtx[];
+// HashKernel.cu as a fatbinary (SASS for current archs, PTX for newer ones),
+// generated at build time.
+extern const unsigned char MnemeHashKernelImage[];
 
 namespace mneme::recorder {
 namespace {
@@ -24,12 +25,16 @@ bool DeviceSnapshot::init(std::string &Error) {
   const Driver &D = driver();
   CUmodule Module;
   return check(D.StreamCreate(&Stream, CU_STREAM_NON_BLOCKING), "creating a stream", Error) &&
-         check(D.ModuleLoadData(&Module, MnemeHashKernelPtx), "loading the hash kernel",
+         check(D.ModuleLoadData(&Module, MnemeHashKernelImage), "loading the hash kernel",
                Error) &&
          check(D.ModuleGetFunction(&Kernel, Module, "mneme_hash_chunks"),
                "finding the hash kernel", Error) &&
-         check(D.MemAllocHost(reinterpret_cast<void **>(&Staging), StagingBytes),
-               "allocating pinned staging memory", Error);
+         check(D.MemAllocHost(reinterpret_cast<void **>(&Staging[0]), StagingBytes),
+               "allocating pinned staging memory", Error) &&
+         check(D.MemAllocHost(reinterpret_cast<void **>(&Staging[1]), StagingBytes),
+               "allocating pinned staging memory", Error) &&
+         check(D.EventCreate(&Copied[0], CU_EVENT_DISABLE_TIMING), "creating an event", Error) &&
+         check(D.EventCreate(&Copied[1], CU_EVENT_DISABLE_TIMING), "creating an event", Error);
 }
 
 bool DeviceSnapshot::hash(const std::vector<DeviceRange> &Ranges, uint64_t ChunkSize,
@@ -83,14 +88,20 @@ bool DeviceSnapshot::hash(const std::vector<DeviceRange> &Ranges, uint64_t Chunk
 bool DeviceSnapshot::copyToHost(uint64_t Address, uint64_t Size, char *Dst,
                                 std::string &Error) {
   const Driver &D = driver();
-  for (uint64_t Done = 0; Done < Size;) {
-    uint64_t N = std::min(StagingBytes, Size - Done);
-    if (!check(D.MemcpyDtoHAsync(Staging, Address + Done, N, Stream), "copying to the host",
-               Error) ||
-        !check(D.StreamSynchronize(Stream), "copying to the host", Error))
+  const uint64_t Pieces = (Size + StagingBytes - 1) / StagingBytes;
+  auto Length = [&](uint64_t K) { return std::min(StagingBytes, Size - K * StagingBytes); };
+  for (uint64_t K = 0; K <= Pieces; ++K) {
+    if (K < Pieces &&
+        (!check(D.MemcpyDtoHAsync(Staging[K % 2], Address + K * StagingBytes, Length(K), Stream),
+                "copying to the host", Error) ||
+         !check(D.EventRecord(Copied[K % 2], Stream), "copying to the host", Error)))
       return false;
-    std::memcpy(Dst + Done, Staging, N);
-    Done += N;
+    if (K > 0) {
+      uint64_t Prev = K - 1;
+      if (!check(D.EventSynchronize(Copied[Prev % 2]), "copying to the host", Error))
+        return false;
+      std::memcpy(Dst + Prev * StagingBytes, Staging[Prev % 2], Length(Prev));
+    }
   }
   return true;
 }

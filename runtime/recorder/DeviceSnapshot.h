@@ -37,9 +37,11 @@ private:
   CUfunction Kernel = nullptr;
   CUdeviceptr Digests = 0;
   uint64_t DigestCapacity = 0;
-  char *Staging = nullptr;
+  // Two pinned halves: the DMA into one overlaps the copy out of the other.
+  char *Staging[2] = {nullptr, nullptr};
+  CUevent Copied[2] = {nullptr, nullptr};
   Digest *HostDigests = nullptr;
-  static constexpr uint64_t StagingBytes = 64ULL << 20;
+  static constexpr uint64_t StagingBytes = 32ULL << 20; // per half
 };
 
 } // namespace mneme::recorder

@@ -119,10 +119,6 @@ bool Recorder::start() {
     report(Error + "; recording is off, the application runs unrecorded");
     return false;
   }
-  if (!Snapshot.init(Error)) {
-    report(Error + "; recording is off");
-    return false;
-  }
   openWindow();
 
   int Device = 0;
@@ -263,6 +259,7 @@ void Recorder::deviceReset() {
     K.Function = nullptr, K.ParamsKnown = false;
   State = Mode::Unstarted;
   Snapshot = DeviceSnapshot();
+  SnapshotReady = false;
 }
 
 Recorder::KernelState &Recorder::kernelState(const void *Function) {
@@ -389,8 +386,8 @@ bool Recorder::storeChunks(const std::vector<Region> &Regions,
         ++End;
       uint64_t From = I * ChunkSize;
       uint64_t Bytes = std::min<uint64_t>(End * ChunkSize, Rg.Size) - From;
-      auto Buffer = std::make_shared<std::vector<char>>(Bytes);
-      if (!Snapshot.copyToHost(Rg.Address + From, Bytes, Buffer->data(), Error))
+      HostBuffer Buffer = allocateHostBuffer(Bytes);
+      if (!Snapshot.copyToHost(Rg.Address + From, Bytes, Buffer.get(), Error))
         return false;
       for (size_t C = I; C < End; ++C) {
         uint64_t Offset = (C - I) * ChunkSize;
@@ -398,6 +395,8 @@ bool Recorder::storeChunks(const std::vector<Region> &Regions,
             ChunkTask{D[C], Buffer, Offset, std::min<uint64_t>(ChunkSize, Bytes - Offset)});
       }
       Job.HostBytes += Bytes;
+      CopiedBytes += Bytes;
+      ++CopyRuns;
       I = End;
     }
   }
@@ -459,6 +458,17 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
     if (!Why.empty())
       report("not recording " + K.Demangled + ": " + Why);
   };
+  // The hash kernel and the staging memory, at the first recorded launch.
+  if (!SnapshotReady) {
+    std::string Error;
+    if (!Snapshot.init(Error)) {
+      report(Error + "; recording is off");
+      State = Mode::PassThrough;
+      Abandon("");
+      return R.Launch();
+    }
+    SnapshotReady = true;
+  }
   // The kernel must see exactly the memory the snapshot holds.
   cudaError_t Sync = MNEME_REAL(cudaDeviceSynchronize)();
   if (Sync != cudaSuccess) {
@@ -541,7 +551,8 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
   Digest ArgsHash = content_hash::hash(Args.data(), Args.size());
   if (!KnownChunks.count(ArgsHash)) {
     KnownChunks.insert(ArgsHash);
-    auto Buffer = std::make_shared<std::vector<char>>(Args.begin(), Args.end());
+    HostBuffer Buffer = allocateHostBuffer(Args.size());
+    std::memcpy(Buffer.get(), Args.data(), Args.size());
     Job->Chunks.push_back(ChunkTask{ArgsHash, Buffer, 0, Args.size()});
   }
   store::State Image;
@@ -554,7 +565,8 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
     Rg.Kind = RegionKind::Image;
     Rg.Name = "fatbin";
     Rg.Size = AppImage.size();
-    auto Buffer = std::make_shared<std::vector<char>>(AppImage.begin(), AppImage.end());
+    HostBuffer Buffer = allocateHostBuffer(AppImage.size());
+    std::memcpy(Buffer.get(), AppImage.data(), AppImage.size());
     for (uint64_t C = 0; C * O.ChunkSize < AppImage.size(); ++C) {
       uint64_t Size = std::min<uint64_t>(O.ChunkSize, AppImage.size() - C * O.ChunkSize);
       Digest D = content_hash::hash(AppImage.data() + C * O.ChunkSize, Size);
@@ -757,9 +769,10 @@ void Recorder::finish() {
   if (options().Verbose) {
     char Line[256];
     std::snprintf(Line, sizeof Line,
-                  "recording took %.3f s hashing on the GPU, %.3f s copying to the host, "
-                  "%.3f s queueing, %.3f s waiting for the writer at exit",
-                  HashSeconds, CopySeconds, SubmitSeconds, Wait);
+                  "recording took %.3f s hashing on the GPU, %.3f s copying %.1f MiB to the "
+                  "host in %llu runs, %.3f s queueing, %.3f s waiting for the writer at exit",
+                  HashSeconds, CopySeconds, CopiedBytes / 1048576.0,
+                  static_cast<unsigned long long>(CopyRuns), SubmitSeconds, Wait);
     report(Line);
   }
 }

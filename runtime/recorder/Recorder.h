@@ -92,6 +92,7 @@ private:
 
   std::mutex Lock;
   enum class Mode { Unstarted, PassThrough, Recording } State = Mode::Unstarted;
+  bool SnapshotReady = false;
   bool WindowFailed = false, ReportedOverflow = false, ReportedManaged = false;
   VAWindow Window;
   DeviceSnapshot Snapshot;
@@ -109,6 +110,7 @@ private:
   uint64_t InstancesQueued = 0;
   // Where recording time goes (reported with --verbose).
   double HashSeconds = 0, CopySeconds = 0, SubmitSeconds = 0;
+  uint64_t CopiedBytes = 0, CopyRuns = 0;
 
   // Stream-ordered frees land here from a host callback, which must not
   // take Lock (it runs while the host thread may wait on the device).

@@ -1,0 +1,326 @@
+"""CPU tier: the snapshot store, the record database, `mneme record/ls/show` errors.
+
+The format code is the C++ in runtime/ (the recorder writes with it);
+these tests reach it through mneme_cc._native.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run, tool_env
+from synthetic_db import make_database
+
+from mneme_cc import _native
+from mneme_cc.build_info import build_info
+from mneme_cc.errors import RecordDBError
+from mneme_cc.recorddb import RecordDB
+
+M64 = (1 << 64) - 1
+K1, K2, K3 = 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9
+
+
+def fmix64(x: int) -> int:
+    x ^= x >> 33
+    x = (x * 0xFF51AFD7ED558CCD) & M64
+    x ^= x >> 33
+    x = (x * 0xC4CEB9FE1A85EC53) & M64
+    return x ^ (x >> 33)
+
+
+def reference_hash(data: bytes) -> str:
+    """The content hash as docs/record-db.md specifies it, written independently."""
+    padded = data + bytes(-len(data) % 8)
+    lo = hi = 0
+    for i in range(len(padded) // 8):
+        w = int.from_bytes(padded[8 * i:8 * i + 8], "little")
+        lo = (lo + fmix64((w + (i + 1) * K1) & M64)) & M64
+        rot = ((w << 29) | (w >> 35)) & M64
+        hi = (hi + fmix64(rot ^ (((i + 1) * K2) & M64))) & M64
+    n = len(data)
+    d_lo = fmix64(lo ^ ((n * K3) & M64) ^ K2)
+    d_hi = fmix64((hi + d_lo + n) & M64)
+    return f"{d_hi:016x}{d_lo:016x}"
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 8, 9, 255, 4096, 4096 * 3 + 5])
+def test_content_hash_matches_the_spec(size):
+    data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
+    assert _native.content_hash(data) == reference_hash(data)
+
+
+def test_content_hash_separates_near_misses():
+    base = bytes(4096)
+    seen = {_native.content_hash(base), _native.content_hash(base + b"\0")}
+    for i in range(0, 4096, 97):  # one flipped bit anywhere, and one swapped pair
+        flipped = bytearray(base)
+        flipped[i] ^= 1
+        seen.add(_native.content_hash(bytes(flipped)))
+    swapped = bytearray(range(256)) * 16
+    swapped[0:8], swapped[8:16] = swapped[8:16], swapped[0:8]
+    seen.add(_native.content_hash(bytes(swapped)))
+    seen.add(_native.content_hash(bytes(bytearray(range(256)) * 16)))
+    assert len(seen) == 2 + len(range(0, 4096, 97)) + 2
+
+
+def chunk_files(db: Path) -> list[Path]:
+    return sorted(p for p in (db / "chunks").rglob("*") if p.is_file())
+
+
+def test_chunks_round_trip_and_deduplicate(tmp_path):
+    rng = np.random.default_rng(1)
+    noise = rng.integers(0, 256, 100000, dtype=np.uint8).tobytes()  # stays raw
+    zeros = bytes(1 << 20)                                           # compresses
+    h_noise, stored_noise = _native.write_chunk(str(tmp_path), noise, 1)
+    h_zeros, stored_zeros = _native.write_chunk(str(tmp_path), zeros, 1)
+    assert stored_noise >= len(noise) and stored_zeros < 1000
+    assert _native.read_chunk(str(tmp_path), h_noise) == noise
+    assert _native.read_chunk(str(tmp_path), h_zeros) == zeros
+    # Stored once, whoever writes it again.
+    assert _native.write_chunk(str(tmp_path), zeros, 1) == (h_zeros, 0)
+    assert len(chunk_files(tmp_path)) == 2
+    assert chunk_files(tmp_path)[0].parent.name == chunk_files(tmp_path)[0].name[:2]
+
+
+def test_a_flipped_byte_is_named(tmp_path):
+    data = np.arange(50000, dtype=np.uint32).tobytes()
+    digest, _ = _native.write_chunk(str(tmp_path), data, 1)
+    (path,) = chunk_files(tmp_path)
+    for offset in (10, 30, 60, path.stat().st_size - 1):  # header fields and payload
+        good = path.read_bytes()
+        bad = bytearray(good)
+        bad[offset] ^= 0x40
+        path.write_bytes(bytes(bad))
+        with pytest.raises(ValueError, match=str(path)):
+            _native.read_chunk(str(tmp_path), digest)
+        path.write_bytes(good)
+    path.write_bytes(path.read_bytes()[:-7])
+    with pytest.raises(ValueError, match="truncated"):
+        _native.read_chunk(str(tmp_path), digest)
+    path.unlink()
+    with pytest.raises(ValueError, match="cannot read"):
+        _native.read_chunk(str(tmp_path), digest)
+
+
+def sample_state():
+    return {"kind": 1, "chunk_size": 4096, "metadata": json.dumps({"kernel": "k"}),
+            "regions": [{"kind": 0, "name": "", "address": 0x200000000000, "size": 10000,
+                         "chunks": [(0, "0" * 31 + "1"), (1, "ab" * 16), (2, "f" * 32)]},
+                        {"kind": 1, "name": "c_weights", "address": 0x7f00, "size": 28,
+                         "chunks": [(0, "12" * 16)]},
+                        {"kind": 2, "name": "arguments", "address": 0, "size": 0, "chunks": []}]}
+
+
+def test_state_round_trip_and_damage(tmp_path):
+    state = sample_state()
+    data = _native.encode_state(state)
+    decoded = _native.decode_state(data)
+    assert decoded["regions"] == [{**r, "chunks": list(r["chunks"])} for r in state["regions"]]
+    assert decoded["metadata"] == state["metadata"] and decoded["chunk_size"] == 4096
+    path = tmp_path / "DeviceState.prologue.a.b.mneme"
+    for offset in (40, len(data) // 2, len(data) - 1):
+        bad = bytearray(data)
+        bad[offset] ^= 1
+        path.write_bytes(bytes(bad))
+        with pytest.raises(ValueError, match=f"{path}: corrupt"):
+            _native.read_state(str(path))
+    path.write_bytes(data[:-9])
+    with pytest.raises(ValueError, match="truncated"):
+        _native.read_state(str(path))
+    newer = bytearray(data)
+    newer[8] = 2  # the format version
+    path.write_bytes(bytes(newer))
+    with pytest.raises(ValueError, match="format version 2"):
+        _native.read_state(str(path))
+    path.write_bytes(b"not a state file at all, just text....")
+    with pytest.raises(ValueError, match="bad magic"):
+        _native.read_state(str(path))
+
+
+def _writer(db: str, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for i in range(60):
+        shared = np.full(20000, i, np.uint32).tobytes()       # every writer stores these
+        own = rng.integers(0, 1 << 32, 5000, dtype=np.uint32).tobytes()
+        for data in (shared, own):
+            digest, _ = _native.write_chunk(db, data, 1)
+            assert _native.read_chunk(db, digest) == data
+
+
+def test_concurrent_writers_share_one_store(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), seed)) for seed in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    assert [p.exitcode for p in procs] == [0] * 4
+    files = chunk_files(tmp_path)
+    assert len(files) == 60 + 4 * 60                # shared chunks stored once
+    assert not [f for f in files if ".tmp." in f.name]
+    for f in files:
+        _native.read_chunk(str(tmp_path), f.name)   # every one whole
+
+
+def _rewrite(path: str, fill: int) -> None:
+    for _ in range(300):
+        _native.write_file_atomic(path, bytes([fill]) * 200000)
+
+
+def test_index_files_are_replaced_atomically(tmp_path):
+    path = tmp_path / "index.json"
+    _native.write_file_atomic(str(path), bytes([0]) * 200000)
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_rewrite, args=(str(path), fill)) for fill in (1, 2, 3)]
+    for p in procs:
+        p.start()
+    seen = set()
+    while any(p.is_alive() for p in procs):
+        data = path.read_bytes()
+        assert len(data) == 200000 and len(set(data)) == 1  # never a mix, never short
+        seen.add(data[0])
+    for p in procs:
+        p.join()
+    assert not [f for f in tmp_path.iterdir() if ".tmp." in f.name]
+    # Exclusive writes keep the first file.
+    assert _native.write_file_atomic(str(tmp_path / "k.json"), b"first", exclusive=True) is None
+    _native.write_file_atomic(str(tmp_path / "k.json"), b"second", exclusive=True)
+    assert (tmp_path / "k.json").read_bytes() == b"first"
+
+
+@pytest.fixture
+def synthetic(tmp_path):
+    n = 3000
+    a = np.arange(n, dtype=np.float32)
+    b = np.full(n, 0.5, np.float32)
+    entry = make_database(tmp_path / "db", a, b, a + b)
+    return tmp_path / "db", a, b, entry
+
+
+def test_record_db_reads_instances_lazily(synthetic):
+    path, a, b, entry = synthetic
+    db = RecordDB(path)
+    (kernel,) = db.kernels
+    assert kernel.demangled.startswith("add(") and kernel.has_ir
+    assert kernel.bitcode()[:2] == b"BC"
+    (inst,) = kernel.instances
+    assert inst.grid == (4, 1, 1) and inst.arg_as(3, np.int32) == 3000
+    assert db.kernel("add") is kernel and db.instance(inst.dynamic_hash) is inst
+    pa, pb, pc = (int(inst.arg_as(k, np.uint64)) for k in range(3))
+    assert np.array_equal(inst.prologue.region(pa).array(np.float32), a)
+    assert np.array_equal(inst.prologue.region(pc).array(np.float32), np.zeros(3000))
+    # The epilogue stores only what changed and reads as the whole region.
+    assert not inst.epilogue.region(pa).chunks
+    assert np.array_equal(inst.epilogue.region(pa).array(np.float32), a)
+    assert np.array_equal(inst.epilogue.region(pc).array(np.float32), a + b)
+    db.verify()
+    assert db.incomplete == []
+    (path / "index" / "00112233445566aa.0000000000000001.claim").write_text("123\n")
+    assert RecordDB(path).incomplete == ["00112233445566aa.0000000000000001"]
+
+
+def test_record_db_damage_is_one_clear_error(synthetic):
+    path, *_ = synthetic
+    chunk = max(chunk_files(path), key=lambda c: c.stat().st_size)
+    data = bytearray(chunk.read_bytes())
+    data[-1] ^= 0xFF
+    chunk.write_bytes(bytes(data))
+    with pytest.raises(RecordDBError, match=str(chunk)):
+        RecordDB(path).verify()
+    proc = run(["mneme", "ls", str(path), "--verify"], check=False)
+    assert proc.returncode == 2 and str(chunk) in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    # A damaged index entry, and a missing kernel description.
+    entry = next((path / "index").glob("*.json"))
+    entry.write_text(entry.read_text()[:-20])
+    proc = run(["mneme", "ls", str(path)], check=False)
+    assert proc.returncode == 2 and f"{entry}: corrupt JSON" in proc.stderr
+
+
+def test_ls_and_show(synthetic):
+    path, _, _, entry = synthetic
+    listing = run(["mneme", "ls", str(path)]).stdout
+    assert "1 kernel(s), 1 instance(s)" in listing
+    assert "add(float const*, float const*, float*, int)" in listing
+    assert entry["dynamic_hash"] in listing and "4x1x1" in listing and "replayable" in listing
+    data = json.loads(run(["mneme", "ls", str(path), "--json"]).stdout)
+    (kernel,) = data["kernels"]
+    assert kernel["instances"][0]["raw_bytes"] == entry["raw_bytes"]
+    shown = json.loads(run(["mneme", "show", str(path), entry["dynamic_hash"], "--json"]).stdout)
+    assert shown["grid"] == [4, 1, 1] and len(shown["prologue"]) == 4
+    assert [r["chunks"] for r in shown["epilogue"]][:2] == [0, 0]
+    text = run(["mneme", "show", str(path), "add"]).stdout
+    assert entry["static_hash"] in text and "replayable from IR" in text
+    proc = run(["mneme", "show", str(path), "nothing-like-this"], check=False)
+    assert proc.returncode == 2 and "no kernel" in proc.stderr
+
+
+def test_ls_rejects_what_is_not_a_database(tmp_path):
+    proc = run(["mneme", "ls", str(tmp_path / "absent")], check=False)
+    assert proc.returncode == 2 and "no such record database" in proc.stderr
+    proc = run(["mneme", "ls", str(tmp_path)], check=False)
+    assert proc.returncode == 2 and "not a record database" in proc.stderr
+    (tmp_path / "database.json").write_text('{"format": "mneme-record-db", "version": 9}')
+    proc = run(["mneme", "ls", str(tmp_path)], check=False)
+    assert proc.returncode == 2 and "version 9" in proc.stderr
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--kernels", "("], "not a valid regex"),
+    (["--ranks", "0,x"], "not a rank list"),
+    (["--vass", "lots"], "not a size"),
+    (["--va-base", "0x1234"], "not a multiple of 2 MiB"),
+    (["--max-instances", "0"], "--max-instances >= 1"),
+])
+def test_record_rejects_bad_flags(tmp_path, flags, message):
+    proc = run(["mneme", "record", "-rdb", str(tmp_path / "db"), *flags, "--", "true"],
+               check=False)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "db").exists()  # nothing written, nothing run
+
+
+def test_record_rejects_bad_places_and_programs(tmp_path):
+    cases = [
+        (["-rdb", "/etc/passwd/db", "--", "true"], "cannot create the record database"),
+        (["-rdb", str(tmp_path / "db"), "--", "no-such-program-here"], "no such program"),
+        (["-rdb", str(tmp_path / "db")], "no application given"),
+    ]
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("x")
+    cases.append((["-rdb", str(tmp_path / "notes"), "--", "true"], "not a record database"))
+    for args, message in cases:
+        proc = run(["mneme", "record", *args], check=False)
+        assert proc.returncode == 2 and message in proc.stderr, (args, proc.stderr)
+        assert proc.stderr.count("\n") == 1
+
+
+def test_record_runs_any_program_unchanged(tmp_path):
+    """The recorder is preloaded; a program without CUDA behaves exactly as before."""
+    db = tmp_path / "db"
+    proc = run(["mneme", "record", "-rdb", str(db), "--", "sh", "-c",
+                "echo out; echo err >&2; echo $LD_PRELOAD; exit 3"], check=False)
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 3 and lines[0] == "out" and proc.stderr == "err\n"
+    assert lines[1].startswith(str(build_info().recorder))
+    assert RecordDB(db).instances == []
+    # The user's own preload stays, after the recorder.
+    env = tool_env(LD_PRELOAD="libm.so.6")
+    out = subprocess.run(["mneme", "record", "-rdb", str(db), "--", "sh", "-c",
+                          "echo $LD_PRELOAD"], capture_output=True, text=True, env=env).stdout
+    assert out.strip().endswith(":libm.so.6")
+
+
+def test_recorder_exports_only_cuda_entry_points():
+    lib = build_info().recorder
+    assert lib is not None and lib.exists()
+    symbols = run(["nm", "-D", "--defined-only", str(lib)]).stdout.split()
+    exported = {s for s in symbols if not s.startswith("_Z") and s.isidentifier() and len(s) > 2}
+    names = {s for s in exported if s.startswith(("cuda", "__cuda", "__mneme"))}
+    assert {"cudaMalloc", "cudaFree", "cudaLaunchKernel", "__cudaRegisterFatBinary",
+            "__cudaLaunchKernel", "__mneme_register_ir_v1"} <= names
+    assert not [s for s in symbols if s.startswith("_ZN")]  # no C++ symbols leak
