@@ -16,6 +16,11 @@ struct Driver {
 #define MNEME_DRIVER_FUNCTIONS(X)                                              \
   X(CtxGetCurrent, cuCtxGetCurrent)                                            \
   X(CtxGetDevice, cuCtxGetDevice)                                              \
+  X(CtxSetCurrent, cuCtxSetCurrent)                                            \
+  X(MemGetInfo, cuMemGetInfo)                                                  \
+  X(MemAllocAsync, cuMemAllocAsync)                                            \
+  X(MemFreeAsync, cuMemFreeAsync)                                              \
+  X(MemcpyDtoDAsync, cuMemcpyDtoDAsync)                                        \
   X(DeviceGetAttribute, cuDeviceGetAttribute)                                  \
   X(DeviceGetName, cuDeviceGetName)                                            \
   X(DeviceTotalMem, cuDeviceTotalMem)                                          \

@@ -26,6 +26,7 @@ DatabaseWriter::DatabaseWriter(std::string Dir, int ZstdLevel, unsigned Count)
     : Directory(std::move(Dir)), Level(ZstdLevel) {
   for (unsigned I = 0; I < std::max(1u, Count); ++I)
     Threads.emplace_back([this] { compressLoop(); });
+  Threads.emplace_back([this] { fetchLoop(); });
   Threads.emplace_back([this] { commitLoop(); });
 }
 
@@ -45,8 +46,13 @@ void DatabaseWriter::submit(std::unique_ptr<InstanceJob> Job) {
   Changed.wait(G, [&] { return PendingBytes < MaxPendingBytes || Jobs.empty(); });
   Job->Remaining = Job->Chunks.size();
   PendingBytes += Job->HostBytes;
-  for (size_t I = 0; I < Job->Chunks.size(); ++I)
-    Tasks.emplace_back(Job.get(), I);
+  if (Job->Fetch) {
+    ToFetch.push_back(Job.get());
+  } else {
+    Job->Fetched = true;
+    for (size_t I = 0; I < Job->Chunks.size(); ++I)
+      Tasks.emplace_back(Job.get(), I);
+  }
   Jobs.push_back(std::move(Job));
   G.unlock();
   Changed.notify_all();
@@ -61,6 +67,26 @@ void DatabaseWriter::fail(const std::string &Error) {
   if (!Failed.exchange(true))
     report("cannot write the record database: " + Error +
            "; recording stops, the application goes on");
+}
+
+void DatabaseWriter::fetchLoop() {
+  std::unique_lock<std::mutex> G(Lock);
+  while (true) {
+    Changed.wait(G, [&] { return Stopping || !ToFetch.empty(); });
+    if (ToFetch.empty())
+      return;
+    InstanceJob *Job = ToFetch.front();
+    ToFetch.pop_front();
+    G.unlock();
+    std::string Error;
+    if (!Failed && !Job->Fetch(Error))
+      fail(Error);
+    G.lock();
+    Job->Fetched = true;
+    for (size_t I = 0; I < Job->Chunks.size(); ++I)
+      Tasks.emplace_back(Job, I);
+    Changed.notify_all();
+  }
 }
 
 void DatabaseWriter::compressLoop() {
@@ -90,7 +116,8 @@ void DatabaseWriter::commitLoop() {
   std::unique_lock<std::mutex> G(Lock);
   while (true) {
     Changed.wait(G, [&] {
-      return (Stopping && Jobs.empty()) || (!Jobs.empty() && Jobs.front()->Remaining == 0);
+      return (Stopping && Jobs.empty()) ||
+             (!Jobs.empty() && Jobs.front()->Fetched && Jobs.front()->Remaining == 0);
     });
     if (Jobs.empty())
       return;

@@ -47,9 +47,13 @@ struct InstanceJob {
   // the chunks added; the last file is the index entry.
   std::function<std::vector<OutputFile>(uint64_t StoredBytes)> Files;
   std::vector<std::string> RemoveAfter; // e.g. the instance's claim
+  // Fills the chunks' host buffers (from device staging) before they are
+  // compressed; run on the writer's fetch thread.  Null: already filled.
+  std::function<bool(std::string &Error)> Fetch;
   uint64_t HostBytes = 0; // memory held until written
   // Filled by the writer.
   std::atomic<uint64_t> Remaining{0}, StoredBytes{0};
+  bool Fetched = false;
 };
 
 class DatabaseWriter {
@@ -63,6 +67,7 @@ public:
   uint64_t committed() const { return Committed; }
 
 private:
+  void fetchLoop();
   void compressLoop();
   void commitLoop();
   void fail(const std::string &Error);
@@ -73,6 +78,7 @@ private:
   std::condition_variable Changed;
   std::deque<std::pair<InstanceJob *, size_t>> Tasks; // (job, chunk index)
   std::deque<std::unique_ptr<InstanceJob>> Jobs;      // committed in order
+  std::deque<InstanceJob *> ToFetch;
   uint64_t PendingBytes = 0;
   bool Stopping = false;
   std::atomic<bool> Failed{false};

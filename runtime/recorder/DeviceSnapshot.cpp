@@ -85,6 +85,23 @@ bool DeviceSnapshot::hash(const std::vector<DeviceRange> &Ranges, uint64_t Chunk
   return true;
 }
 
+bool DeviceSnapshot::stage(uint64_t Address, uint64_t Size, CUdeviceptr &Copy) {
+  const Driver &D = driver();
+  if (D.MemAllocAsync(&Copy, Size, Stream) != CUDA_SUCCESS)
+    return false;
+  if (D.MemcpyDtoDAsync(Copy, Address, Size, Stream) != CUDA_SUCCESS) {
+    D.MemFreeAsync(Copy, Stream);
+    return false;
+  }
+  return true;
+}
+
+bool DeviceSnapshot::wait(std::string &Error) {
+  return check(driver().StreamSynchronize(Stream), "staging device memory", Error);
+}
+
+void DeviceSnapshot::release(CUdeviceptr Copy) { driver().MemFreeAsync(Copy, Stream); }
+
 bool DeviceSnapshot::copyToHost(uint64_t Address, uint64_t Size, char *Dst,
                                 std::string &Error) {
   const Driver &D = driver();

@@ -31,6 +31,12 @@ public:
             std::vector<std::vector<Digest>> &Out, std::string &Error);
   // Copies Size bytes at Address into Dst.
   bool copyToHost(uint64_t Address, uint64_t Size, char *Dst, std::string &Error);
+  // Copies Size bytes at Address into new device memory (stream-ordered,
+  // so the application's work is not synchronised); false if there is no
+  // room.  wait() completes the copies; release() frees the copy.
+  bool stage(uint64_t Address, uint64_t Size, CUdeviceptr &Copy);
+  bool wait(std::string &Error);
+  void release(CUdeviceptr Copy);
 
 private:
   CUstream Stream = nullptr;

@@ -103,6 +103,10 @@ bool Recorder::start() {
   }
   // The runtime creates the primary context on its first real call.
   MNEME_REAL(cudaFree)(nullptr);
+  driver().CtxGetCurrent(&Context);
+  // Registered after the runtime's own exit handler, so it runs first:
+  // instances still on their way to the host need the context.
+  std::atexit([] { Recorder::get().finish(); });
   std::string Error;
   if (!store::makeDirectories(O.Database + "/index", Error) ||
       !store::makeDirectories(O.Database + "/chunks", Error)) {
@@ -260,6 +264,8 @@ void Recorder::deviceReset() {
   State = Mode::Unstarted;
   Snapshot = DeviceSnapshot();
   SnapshotReady = false;
+  Fetcher = DeviceSnapshot();
+  FetcherReady = false;
 }
 
 Recorder::KernelState &Recorder::kernelState(const void *Function) {
@@ -357,7 +363,7 @@ std::vector<std::string> Recorder::replayBlockers(const KernelState &K, const st
 bool Recorder::storeChunks(const std::vector<Region> &Regions,
                            const std::vector<std::vector<Digest>> &Digests,
                            const std::vector<std::vector<bool>> *Changed, InstanceJob &Job,
-                           std::string &Error) {
+                           std::vector<StagedCopy> &Staged, std::string &Error) {
   const uint64_t ChunkSize = options().ChunkSize;
   const std::string &Db = options().Database;
   for (size_t R = 0; R < Regions.size(); ++R) {
@@ -387,8 +393,13 @@ bool Recorder::storeChunks(const std::vector<Region> &Regions,
       uint64_t From = I * ChunkSize;
       uint64_t Bytes = std::min<uint64_t>(End * ChunkSize, Rg.Size) - From;
       HostBuffer Buffer = allocateHostBuffer(Bytes);
-      if (!Snapshot.copyToHost(Rg.Address + From, Bytes, Buffer.get(), Error))
+      CUdeviceptr Copy = 0;
+      if (StagedBytes + Bytes <= StagingCap && Snapshot.stage(Rg.Address + From, Bytes, Copy)) {
+        StagedBytes += Bytes;
+        Staged.push_back(StagedCopy{Copy, Bytes, Buffer});
+      } else if (!Snapshot.copyToHost(Rg.Address + From, Bytes, Buffer.get(), Error)) {
         return false;
+      }
       for (size_t C = I; C < End; ++C) {
         uint64_t Offset = (C - I) * ChunkSize;
         Job.Chunks.push_back(
@@ -468,6 +479,9 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
       return R.Launch();
     }
     SnapshotReady = true;
+    size_t Free = 0, Total = 0;
+    driver().MemGetInfo(&Free, &Total);
+    StagingCap = std::min<uint64_t>(4ULL << 30, Free / 4);
   }
   // The kernel must see exactly the memory the snapshot holds.
   cudaError_t Sync = MNEME_REAL(cudaDeviceSynchronize)();
@@ -499,13 +513,23 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
   auto Job = std::make_unique<InstanceJob>();
   std::string Error;
   std::vector<std::vector<Digest>> Before, After;
+  std::vector<StagedCopy> Staged;
   double T0 = now();
   bool Hashed = Snapshot.hash(Ranges, O.ChunkSize, Before, Error);
   double T1 = now();
   HashSeconds += T1 - T0;
-  bool Copied = Hashed && storeChunks(Device, Before, nullptr, *Job, Error);
+  // Staged copies complete before the kernel may change what they copy.
+  bool Copied = Hashed && storeChunks(Device, Before, nullptr, *Job, Staged, Error) &&
+                Snapshot.wait(Error);
   CopySeconds += now() - T1;
+  auto Unstage = [&] {
+    for (const StagedCopy &S : Staged) {
+      Snapshot.release(S.Copy);
+      StagedBytes -= S.Bytes;
+    }
+  };
   if (!Copied) {
+    Unstage();
     Abandon(Error);
     return R.Launch();
   }
@@ -516,6 +540,7 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
   MNEME_REAL(cudaEventRecord)(Stop, R.Stream);
   cudaError_t Done = MNEME_REAL(cudaDeviceSynchronize)();
   if (Result != cudaSuccess || Done != cudaSuccess) {
+    Unstage();
     Abandon(Result != cudaSuccess ? "" : "the kernel failed");
     return Result;
   }
@@ -527,6 +552,7 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
   uint64_t ChangedBytes = 0, RawBytes = Args.size();
   T0 = now();
   if (!Snapshot.hash(Ranges, O.ChunkSize, After, Error)) {
+    Unstage();
     Abandon(Error);
     return Result;
   }
@@ -541,7 +567,8 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
       }
   }
   T0 = now();
-  if (!storeChunks(Device, After, &Changed, *Job, Error)) {
+  if (!storeChunks(Device, After, &Changed, *Job, Staged, Error) || !Snapshot.wait(Error)) {
+    Unstage();
     Abandon(Error);
     return Result;
   }
@@ -731,6 +758,8 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
   std::string Static = K.StaticHash;
   std::string Entry = "index/" + K.StaticHash + "." + Dynamic + ".json";
   Job->RemoveAfter.push_back(Claim);
+  if (!Staged.empty())
+    Job->Fetch = [this, Staged](std::string &Error) { return fetch(Staged, Error); };
   Job->Files = [=](uint64_t Stored) {
     std::vector<OutputFile> Files;
     if (!IRBitcode.empty())
@@ -756,10 +785,27 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
   return Result;
 }
 
+bool Recorder::fetch(const std::vector<StagedCopy> &Staged, std::string &Error) {
+  driver().CtxSetCurrent(Context);
+  if (!FetcherReady) {
+    if (!Fetcher.init(Error))
+      return false;
+    FetcherReady = true;
+  }
+  bool Ok = true;
+  for (const StagedCopy &S : Staged) {
+    Ok = Ok && Fetcher.copyToHost(S.Copy, S.Bytes, S.Buffer.get(), Error);
+    Fetcher.release(S.Copy);
+    StagedBytes -= S.Bytes;
+  }
+  return Ok;
+}
+
 void Recorder::finish() {
   std::unique_lock<std::mutex> G(Lock);
-  if (State != Mode::Recording || !Writer)
+  if (State != Mode::Recording || !Writer || Finished)
     return;
+  Finished = true;
   double T0 = now();
   Writer->drain();
   double Wait = now() - T0;

@@ -11,6 +11,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -75,6 +76,12 @@ private:
     std::string Name;
     uint64_t Address, Size;
   };
+  // A device-side copy of snapshot bytes on their way to a host buffer.
+  struct StagedCopy {
+    CUdeviceptr Copy;
+    uint64_t Bytes;
+    HostBuffer Buffer;
+  };
 
   bool start(); // lazily, under Lock; false: pass everything through
   bool openWindow();
@@ -87,7 +94,9 @@ private:
   bool storeChunks(const std::vector<Region> &Regions,
                    const std::vector<std::vector<Digest>> &Digests,
                    const std::vector<std::vector<bool>> *Changed, InstanceJob &Job,
-                   std::string &Error);
+                   std::vector<StagedCopy> &Staged, std::string &Error);
+  // On the writer's fetch thread: staged copies to their host buffers.
+  bool fetch(const std::vector<StagedCopy> &Staged, std::string &Error);
   void drainFrees();
 
   std::mutex Lock;
@@ -96,6 +105,13 @@ private:
   bool WindowFailed = false, ReportedOverflow = false, ReportedManaged = false;
   VAWindow Window;
   DeviceSnapshot Snapshot;
+  // Snapshot bytes are copied device-to-device (fast) while the application
+  // waits, and to the host in the background, within StagingCap bytes.
+  DeviceSnapshot Fetcher; // used by the writer's fetch thread only
+  bool FetcherReady = false, Finished = false;
+  CUcontext Context = nullptr;
+  std::atomic<uint64_t> StagedBytes{0};
+  uint64_t StagingCap = 0;
   std::unique_ptr<DatabaseWriter> Writer;
   std::unique_ptr<std::regex> Filter;
   std::string Arch, DeviceName;
