@@ -21,8 +21,9 @@ bool check(CUresult R, const char *What, std::string &Error) {
 
 } // namespace
 
-bool DeviceSnapshot::init(std::string &Error) {
+bool DeviceSnapshot::init(std::string &Error, uint64_t PieceBytes) {
   const Driver &D = driver();
+  StagingBytes = PieceBytes;
   CUmodule Module;
   return check(D.StreamCreate(&Stream, CU_STREAM_NON_BLOCKING), "creating a stream", Error) &&
          check(D.ModuleLoadData(&Module, MnemeHashKernelImage), "loading the hash kernel",

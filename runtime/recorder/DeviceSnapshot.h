@@ -25,7 +25,10 @@ struct DeviceRange {
 
 class DeviceSnapshot {
 public:
-  bool init(std::string &Error);
+  // PieceBytes: the size of each pinned staging half; smaller pieces keep
+  // a background copy from holding the copy engine against the
+  // application's own transfers.
+  bool init(std::string &Error, uint64_t PieceBytes = 32ULL << 20);
   // Digests of every ChunkSize piece of each range, in order.
   bool hash(const std::vector<DeviceRange> &Ranges, uint64_t ChunkSize,
             std::vector<std::vector<Digest>> &Out, std::string &Error);
@@ -47,7 +50,7 @@ private:
   char *Staging[2] = {nullptr, nullptr};
   CUevent Copied[2] = {nullptr, nullptr};
   Digest *HostDigests = nullptr;
-  static constexpr uint64_t StagingBytes = 32ULL << 20; // per half
+  uint64_t StagingBytes = 0; // per half
 };
 
 } // namespace mneme::recorder

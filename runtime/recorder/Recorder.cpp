@@ -788,7 +788,7 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
 bool Recorder::fetch(const std::vector<StagedCopy> &Staged, std::string &Error) {
   driver().CtxSetCurrent(Context);
   if (!FetcherReady) {
-    if (!Fetcher.init(Error))
+    if (!Fetcher.init(Error, 4ULL << 20))
       return false;
     FetcherReady = true;
   }
