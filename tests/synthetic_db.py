@@ -67,8 +67,8 @@ def make_database(db: Path, a: np.ndarray, b: np.ndarray, out_after: np.ndarray)
                 + [{"kind": 2, "name": "arguments", "address": 0, "size": 28,
                     "chunks": _chunks(db, args[:28])}]}
     after = out_after.tobytes()
-    changed = [(i, d) for (i, d), (_, old) in zip(_chunks(db, after), prologue["regions"][2]["chunks"])
-               if d != old]
+    changed = [(i, d) for (i, d), (_, old)
+               in zip(_chunks(db, after), prologue["regions"][2]["chunks"], strict=True) if d != old]
     epilogue = {"kind": EPILOGUE, "chunk_size": CHUNK, "metadata": json.dumps(entry),
                 "regions": [{**r, "chunks": []} for r in prologue["regions"][:2]]
                 + [{**prologue["regions"][2], "chunks": changed}]}

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLE_NAMES, run, tool_env
+from conftest import run, tool_env
 
 from mneme_cc.recorddb import RecordDB
 
@@ -83,7 +83,7 @@ def check_common(db: RecordDB) -> None:
                 if base <= v < base + size:
                     assert any(r.address <= v < r.address + r.size for r in regions), hex(v)
         # The epilogue lists only chunks that changed.
-        for before, after in zip(inst.prologue.regions, inst.epilogue.regions):
+        for before, after in zip(inst.prologue.regions[:-1], inst.epilogue.regions, strict=True):
             for index, digest in after.chunks.items():
                 assert before.chunks[index] != digest
     for kernel in db.kernels:
@@ -115,7 +115,6 @@ def test_vector_add(example_binaries, tmp_path):
 def cg_matrix(N: int):
     """The CSR matrix cg.cu generates, built independently with numpy."""
     n = N ** 3
-    rows, cols, vals = [], [], []
     idx = np.arange(n).reshape(N, N, N)  # [k, j, i]
     k, j, i = np.meshgrid(np.arange(N), np.arange(N), np.arange(N), indexing="ij")
     coupling = lambda a, b: 1.0 + ((a + b) % 7) * 0.125  # noqa: E731
@@ -128,10 +127,9 @@ def cg_matrix(N: int):
         c = coupling(idx, nb)
         diag += np.where(inside, c, 1.0)
         entries.append((inside, nb, -c))
-    for inside, nb, c in entries:
-        rows.append(idx[inside]); cols.append(nb[inside]); vals.append(c[inside])
-    rows.append(idx.ravel()); cols.append(idx.ravel()); vals.append(diag.ravel())
-    rows, cols, vals = (np.concatenate(x) for x in (rows, cols, vals))
+    rows = np.concatenate([idx[inside] for inside, _, _ in entries] + [idx.ravel()])
+    cols = np.concatenate([nb[inside] for inside, nb, _ in entries] + [idx.ravel()])
+    vals = np.concatenate([c[inside] for inside, _, c in entries] + [diag.ravel()])
     order = np.lexsort((cols, rows))
     rows, cols, vals = rows[order], cols[order], vals[order]
     rowptr = np.searchsorted(rows, np.arange(n + 1)).astype(np.int32)
@@ -396,7 +394,7 @@ def test_sigkill_leaves_a_readable_database(example_binaries, tmp_path):
         if not db_path.exists():
             outcomes.append(0)
             continue
-        listing = run(["mneme", "ls", str(db_path), "--verify", "--json"])  # exit 0: readable
+        run(["mneme", "ls", str(db_path), "--verify", "--json"])  # exit 0: readable
         db = RecordDB(db_path)
         for inst in db.instances:
             inst.verify()
