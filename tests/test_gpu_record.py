@@ -349,28 +349,20 @@ def test_not_built_with_mneme(example_binaries, tmp_path):
     assert "replayable with its original binary only" in run(["mneme", "ls", str(tmp_path / "db")]).stdout
 
 
-def test_managed_memory(example_binaries, tmp_path):
-    native, recorded = record(example_binaries, "managed", tmp_path / "db", args=[])
+@pytest.mark.parametrize("name, flags, message, reason", [
+    ("managed", [], "managed memory is not recorded", "managed"),
+    ("vector_add", ["--vass", "4096T"], "cannot reserve the VA window", "no VA window"),
+    ("vector_add", ["--vass", "8M"], "does not fit in the VA window", "outside the VA window"),
+])
+def test_what_cannot_be_replayed_is_said(example_binaries, tmp_path, name, flags, message,
+                                         reason):
+    """Managed memory, no window, a window too small: one message, the same output."""
+    native, recorded = record(example_binaries, name, tmp_path / "db", *flags,
+                              args=[] if name == "managed" else None)
     assert recorded.stdout == native.stdout
-    assert "managed memory is not recorded" in recorded.stderr
+    assert message in recorded.stderr
     (inst,) = RecordDB(tmp_path / "db").instances
-    assert not inst.replayable and "managed" in inst.reasons[0]
-
-
-def test_window_unavailable(example_binaries, tmp_path):
-    native, recorded = record(example_binaries, "vector_add", tmp_path / "db", "--vass", "4096T")
-    assert recorded.stdout == native.stdout
-    assert "cannot reserve the VA window" in recorded.stderr
-    (inst,) = RecordDB(tmp_path / "db").instances
-    assert not inst.replayable and "no VA window" in inst.reasons[0]
-
-
-def test_allocation_beyond_window(example_binaries, tmp_path):
-    native, recorded = record(example_binaries, "vector_add", tmp_path / "db", "--vass", "8M")
-    assert recorded.stdout == native.stdout
-    assert "does not fit in the VA window" in recorded.stderr and "--vass" in recorded.stderr
-    (inst,) = RecordDB(tmp_path / "db").instances
-    assert not inst.replayable and "outside the VA window" in inst.reasons[0]
+    assert not inst.replayable and reason in inst.reasons[0]
 
 
 def test_sigkill_leaves_a_readable_database(example_binaries, tmp_path):

@@ -20,37 +20,37 @@ __global__ void spmv(int n, const int *rowptr, const int *col, const double *val
   }
 }
 
-// Per-block partial sums of a.b, reduced in a fixed order (deterministic).
-__global__ void dot_partial(int n, const double *a, const double *b, double *partial) {
+// The block's sum of v, reduced in a fixed order (deterministic); valid in
+// thread 0.
+__device__ double block_sum(double v) {
   __shared__ double s[kThreads];
+  s[threadIdx.x] = v;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half)
+      s[threadIdx.x] += s[threadIdx.x + half];
+    __syncthreads();
+  }
+  return s[0];
+}
+
+// Per-block partial sums of a.b.
+__global__ void dot_partial(int n, const double *a, const double *b, double *partial) {
   double sum = 0.0;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
     sum += a[i] * b[i];
-  s[threadIdx.x] = sum;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half)
-      s[threadIdx.x] += s[threadIdx.x + half];
-    __syncthreads();
-  }
+  sum = block_sum(sum);
   if (threadIdx.x == 0)
-    partial[blockIdx.x] = s[0];
+    partial[blockIdx.x] = sum;
 }
 
 __global__ void sum_partials(int m, const double *partial, double *result) {
-  __shared__ double s[kThreads];
   double sum = 0.0;
   for (int i = threadIdx.x; i < m; i += blockDim.x)
     sum += partial[i];
-  s[threadIdx.x] = sum;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half)
-      s[threadIdx.x] += s[threadIdx.x + half];
-    __syncthreads();
-  }
+  sum = block_sum(sum);
   if (threadIdx.x == 0)
-    *result = s[0];
+    *result = sum;
 }
 
 __global__ void axpy(int n, double alpha, const double *x, double *y) {

@@ -55,6 +55,17 @@ cudaError_t launchThrough(const char *Api, const void *Func, dim3 Grid, dim3 Blo
   return Recorder::get().launch(R);
 }
 
+// A launch through a kernel handle from __cudaGetKernel.
+template <class F>
+cudaError_t launchByHandle(cudaKernel_t Kernel, dim3 Grid, dim3 Block, void **Args,
+                           size_t SharedMem, cudaStream_t Stream, bool PerThread, F Real) {
+  const void *Func = registry().hostFunctionOf(Kernel);
+  if (!Func)
+    return Real();
+  return launchThrough("__cudaLaunchKernel", Func, Grid, Block, Args, SharedMem, Stream,
+                       PerThread, Real);
+}
+
 } // namespace
 
 extern "C" {
@@ -176,26 +187,16 @@ cudaError_t __cudaGetKernel(cudaKernel_t *Kernel, const void *HostFunction) {
 
 cudaError_t __cudaLaunchKernel(cudaKernel_t Kernel, dim3 Grid, dim3 Block, void **Args,
                                size_t SharedMem, cudaStream_t Stream) {
-  auto Real = [&] {
+  return launchByHandle(Kernel, Grid, Block, Args, SharedMem, Stream, false, [&] {
     return MNEME_REAL(__cudaLaunchKernel)(Kernel, Grid, Block, Args, SharedMem, Stream);
-  };
-  const void *Func = registry().hostFunctionOf(Kernel);
-  if (!Func)
-    return Real();
-  return launchThrough("__cudaLaunchKernel", Func, Grid, Block, Args, SharedMem, Stream, false,
-                       Real);
+  });
 }
 
 cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t Kernel, dim3 Grid, dim3 Block, void **Args,
                                     size_t SharedMem, cudaStream_t Stream) {
-  auto Real = [&] {
+  return launchByHandle(Kernel, Grid, Block, Args, SharedMem, Stream, true, [&] {
     return MNEME_REAL(__cudaLaunchKernel_ptsz)(Kernel, Grid, Block, Args, SharedMem, Stream);
-  };
-  const void *Func = registry().hostFunctionOf(Kernel);
-  if (!Func)
-    return Real();
-  return launchThrough("__cudaLaunchKernel", Func, Grid, Block, Args, SharedMem, Stream, true,
-                       Real);
+  });
 }
 
 cudaError_t cudaLaunchCooperativeKernel(const void *Func, dim3 Grid, dim3 Block, void **Args,
