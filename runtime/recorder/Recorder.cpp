@@ -156,118 +156,6 @@ bool Recorder::openWindow() {
   return false;
 }
 
-cudaError_t Recorder::allocate(void **Ptr, size_t Size, const char *Api,
-                               const std::function<cudaError_t()> &Real) {
-  std::lock_guard<std::mutex> G(Lock);
-  if (!Ptr || Size == 0 || !start())
-    return Real();
-  drainFrees();
-  int Device = -1;
-  MNEME_REAL(cudaGetDevice)(&Device);
-  if (!WindowFailed && Window.isOpen() && Device == Window.device()) {
-    uint64_t At = 0;
-    CUresult Err;
-    auto Outcome = Window.allocate(Size, 256, At, Err);
-    if (Outcome == VAWindow::Outcome::Ok) {
-      *Ptr = reinterpret_cast<void *>(At);
-      return cudaSuccess;
-    }
-    if (Outcome == VAWindow::Outcome::DoesNotFit && !ReportedOverflow) {
-      ReportedOverflow = true;
-      report(std::string(Api) + "(" + std::to_string(Size) +
-             " bytes) does not fit in the VA window (" + std::to_string(Window.liveBytes()) +
-             " of " + std::to_string(Window.size()) +
-             " bytes in use); it is served outside the window and launches while it is "
-             "live are not replayable: raise --vass");
-    }
-    // Out of device memory (or no room): let CUDA answer, as it would have.
-  }
-  cudaError_t Result = Real();
-  if (Result == cudaSuccess)
-    Outside[reinterpret_cast<uint64_t>(*Ptr)] = Size;
-  return Result;
-}
-
-cudaError_t Recorder::release(void *Ptr, const std::function<cudaError_t()> &Real) {
-  std::lock_guard<std::mutex> G(Lock);
-  uint64_t P = reinterpret_cast<uint64_t>(Ptr);
-  if (State == Mode::Recording && Window.isOpen() && Window.contains(P)) {
-    drainFrees();
-    // cudaFree waits for the device; unmapping needs that too.
-    MNEME_REAL(cudaDeviceSynchronize)();
-    return Window.release(P) ? cudaSuccess : cudaErrorInvalidValue;
-  }
-  Outside.erase(P);
-  Managed.erase(P);
-  return Real();
-}
-
-void CUDART_CB Recorder::onStreamFree(void *Data) {
-  auto *Address = static_cast<uint64_t *>(Data);
-  Recorder &R = get();
-  {
-    std::lock_guard<std::mutex> G(R.FreesLock);
-    R.ReadyFrees.push_back(*Address);
-  }
-  delete Address;
-}
-
-void Recorder::drainFrees() {
-  std::vector<uint64_t> Ready;
-  {
-    std::lock_guard<std::mutex> G(FreesLock);
-    Ready.swap(ReadyFrees);
-  }
-  for (uint64_t P : Ready)
-    Window.release(P);
-}
-
-cudaError_t Recorder::releaseAsync(void *Ptr, cudaStream_t Stream,
-                                   const std::function<cudaError_t()> &Real) {
-  std::lock_guard<std::mutex> G(Lock);
-  uint64_t P = reinterpret_cast<uint64_t>(Ptr);
-  if (State == Mode::Recording && Window.isOpen() && Window.contains(P)) {
-    if (!Window.find(P) || Window.find(P)->Address != P)
-      return cudaErrorInvalidValue;
-    // Freed when the stream reaches this point, as cudaFreeAsync promises.
-    return MNEME_REAL(cudaLaunchHostFunc)(Stream, onStreamFree, new uint64_t(P));
-  }
-  Outside.erase(P);
-  return Real();
-}
-
-void Recorder::noteManaged(void *Ptr, size_t Size) {
-  std::lock_guard<std::mutex> G(Lock);
-  if (!start())
-    return;
-  Managed[reinterpret_cast<uint64_t>(Ptr)] = Size;
-  if (!ReportedManaged) {
-    ReportedManaged = true;
-    report("cudaMallocManaged: managed memory is not recorded; launches while it is live "
-           "are recorded as not replayable");
-  }
-}
-
-void Recorder::deviceReset() {
-  std::lock_guard<std::mutex> G(Lock);
-  if (State != Mode::Recording)
-    return;
-  // The reset destroys the context and with it every mapping: start over.
-  if (Writer)
-    Writer->drain();
-  Window = VAWindow();
-  Outside.clear();
-  Managed.clear();
-  Start = Stop = nullptr;
-  for (auto &[F, K] : Kernels)
-    K.Function = nullptr, K.ParamsKnown = false;
-  State = Mode::Unstarted;
-  Snapshot = DeviceSnapshot();
-  SnapshotReady = false;
-  Fetcher = DeviceSnapshot();
-  FetcherReady = false;
-}
-
 Recorder::KernelState &Recorder::kernelState(const void *Function) {
   auto [It, New] = Kernels.try_emplace(Function);
   KernelState &K = It->second;
@@ -458,6 +346,53 @@ cudaError_t Recorder::launch(const LaunchRequest &R) {
   close(Fd);
   cudaError_t Result = record(K, R, Args, Dynamic);
   return Result;
+}
+
+std::string Recorder::describeKernel(const KernelState &K, const std::vector<VariableSymbol> &Vars,
+                                     std::string_view AppImage) const {
+  JsonWriter KJ;
+  KJ.beginObject()
+      .field("format", "mneme-kernel")
+      .field("version", static_cast<uint64_t>(store::FormatVersion))
+      .field("static_hash", K.StaticHash)
+      .field("name", K.Name)
+      .field("demangled", K.Demangled)
+      .field("has_ir", K.IR != nullptr);
+  if (K.IR) {
+    KJ.key("ir")
+        .beginObject()
+        .field("file", "RecordedIR_" + K.StaticHash + ".bc")
+        .field("bytes", static_cast<uint64_t>(K.IR->Bitcode.size()))
+        .field("content_hash",
+               content_hash::toHex(
+                   content_hash::hash(K.IR->Bitcode.data(), K.IR->Bitcode.size())))
+        .key("metadata")
+        .raw(K.IR->Metadata)
+        .endObject();
+  } else {
+    KJ.key("ir").null();
+  }
+  if (!AppImage.empty())
+    KJ.key("image")
+        .beginObject()
+        .field("file", "Image." + K.StaticHash + ".mneme")
+        .field("bytes", static_cast<uint64_t>(AppImage.size()))
+        .endObject();
+  else
+    KJ.key("image").null();
+  KJ.key("params").beginArray();
+  for (const Param &P : K.Params)
+    KJ.beginObject().field("offset", P.Offset).field("size", P.Size).endObject();
+  KJ.endArray();
+  KJ.key("globals").beginArray();
+  for (const VariableSymbol &V : Vars)
+    KJ.beginObject()
+        .field("name", V.Name)
+        .field("size", V.Size)
+        .field("constant", V.Constant)
+        .endObject();
+  KJ.endArray().endObject();
+  return KJ.str();
 }
 
 cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::string &Args,
@@ -705,50 +640,9 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
   std::string KernelJson, IRFile;
   if (Describe) {
     K.DescriptionQueued = true;
-    JsonWriter KJ;
-    KJ.beginObject()
-        .field("format", "mneme-kernel")
-        .field("version", static_cast<uint64_t>(store::FormatVersion))
-        .field("static_hash", K.StaticHash)
-        .field("name", K.Name)
-        .field("demangled", K.Demangled)
-        .field("has_ir", K.IR != nullptr);
-    if (K.IR) {
+    KernelJson = describeKernel(K, Vars, AppImage);
+    if (K.IR)
       IRFile = "RecordedIR_" + K.StaticHash + ".bc";
-      KJ.key("ir")
-          .beginObject()
-          .field("file", IRFile)
-          .field("bytes", static_cast<uint64_t>(K.IR->Bitcode.size()))
-          .field("content_hash",
-                 content_hash::toHex(
-                     content_hash::hash(K.IR->Bitcode.data(), K.IR->Bitcode.size())))
-          .key("metadata")
-          .raw(K.IR->Metadata)
-          .endObject();
-    } else {
-      KJ.key("ir").null();
-    }
-    if (!AppImage.empty())
-      KJ.key("image")
-          .beginObject()
-          .field("file", "Image." + K.StaticHash + ".mneme")
-          .field("bytes", static_cast<uint64_t>(AppImage.size()))
-          .endObject();
-    else
-      KJ.key("image").null();
-    KJ.key("params").beginArray();
-    for (const Param &P : K.Params)
-      KJ.beginObject().field("offset", P.Offset).field("size", P.Size).endObject();
-    KJ.endArray();
-    KJ.key("globals").beginArray();
-    for (const VariableSymbol &V : Vars)
-      KJ.beginObject()
-          .field("name", V.Name)
-          .field("size", V.Size)
-          .field("constant", V.Constant)
-          .endObject();
-    KJ.endArray().endObject();
-    KernelJson = KJ.str();
   }
 
   std::string PrologueData = store::encodeState(Prologue);

@@ -1,12 +1,14 @@
-// The recorder: serves device allocations from the VA window and, around
-// each selected kernel launch, snapshots device state into the record
-// database.  The interposed CUDA entry points (Interpose.cpp) call in here;
-// everything not selected passes straight through.
+// The recorder: serves device allocations from the VA window
+// (RecorderMemory.cpp) and, around each selected kernel launch, snapshots
+// device state into the record database (Recorder.cpp).  The interposed
+// CUDA entry points (Interpose.cpp) call in here; everything not selected
+// passes straight through.
 #ifndef MNEME_RECORDER_RECORDER_H
 #define MNEME_RECORDER_RECORDER_H
 
 #include "DatabaseWriter.h"
 #include "DeviceSnapshot.h"
+#include "Registry.h"
 #include "VAWindow.h"
 
 #include <cuda_runtime_api.h>
@@ -98,6 +100,9 @@ private:
   // On the writer's fetch thread: staged copies to their host buffers.
   bool fetch(const std::vector<StagedCopy> &Staged, std::string &Error);
   void drainFrees();
+  // The `<static>.json` of a kernel (docs/record-db.md).
+  std::string describeKernel(const KernelState &K, const std::vector<VariableSymbol> &Vars,
+                             std::string_view AppImage) const;
 
   std::mutex Lock;
   enum class Mode { Unstarted, PassThrough, Recording } State = Mode::Unstarted;

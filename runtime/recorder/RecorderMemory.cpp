@@ -1,0 +1,122 @@
+// The recorder's allocation side: device memory served from the VA window
+// (or by CUDA, when the window cannot serve it), stream-ordered frees, and
+// the allocations a replay cannot restore (managed, outside the window).
+#include "CudaApi.h"
+#include "Options.h"
+#include "Recorder.h"
+
+namespace mneme::recorder {
+
+cudaError_t Recorder::allocate(void **Ptr, size_t Size, const char *Api,
+                               const std::function<cudaError_t()> &Real) {
+  std::lock_guard<std::mutex> G(Lock);
+  if (!Ptr || Size == 0 || !start())
+    return Real();
+  drainFrees();
+  int Device = -1;
+  MNEME_REAL(cudaGetDevice)(&Device);
+  if (!WindowFailed && Window.isOpen() && Device == Window.device()) {
+    uint64_t At = 0;
+    CUresult Err;
+    auto Outcome = Window.allocate(Size, 256, At, Err);
+    if (Outcome == VAWindow::Outcome::Ok) {
+      *Ptr = reinterpret_cast<void *>(At);
+      return cudaSuccess;
+    }
+    if (Outcome == VAWindow::Outcome::DoesNotFit && !ReportedOverflow) {
+      ReportedOverflow = true;
+      report(std::string(Api) + "(" + std::to_string(Size) +
+             " bytes) does not fit in the VA window (" + std::to_string(Window.liveBytes()) +
+             " of " + std::to_string(Window.size()) +
+             " bytes in use); it is served outside the window and launches while it is "
+             "live are not replayable: raise --vass");
+    }
+    // Out of device memory (or no room): let CUDA answer, as it would have.
+  }
+  cudaError_t Result = Real();
+  if (Result == cudaSuccess)
+    Outside[reinterpret_cast<uint64_t>(*Ptr)] = Size;
+  return Result;
+}
+
+cudaError_t Recorder::release(void *Ptr, const std::function<cudaError_t()> &Real) {
+  std::lock_guard<std::mutex> G(Lock);
+  uint64_t P = reinterpret_cast<uint64_t>(Ptr);
+  if (State == Mode::Recording && Window.isOpen() && Window.contains(P)) {
+    drainFrees();
+    // cudaFree waits for the device; unmapping needs that too.
+    MNEME_REAL(cudaDeviceSynchronize)();
+    return Window.release(P) ? cudaSuccess : cudaErrorInvalidValue;
+  }
+  Outside.erase(P);
+  Managed.erase(P);
+  return Real();
+}
+
+void CUDART_CB Recorder::onStreamFree(void *Data) {
+  auto *Address = static_cast<uint64_t *>(Data);
+  Recorder &R = get();
+  {
+    std::lock_guard<std::mutex> G(R.FreesLock);
+    R.ReadyFrees.push_back(*Address);
+  }
+  delete Address;
+}
+
+void Recorder::drainFrees() {
+  std::vector<uint64_t> Ready;
+  {
+    std::lock_guard<std::mutex> G(FreesLock);
+    Ready.swap(ReadyFrees);
+  }
+  for (uint64_t P : Ready)
+    Window.release(P);
+}
+
+cudaError_t Recorder::releaseAsync(void *Ptr, cudaStream_t Stream,
+                                   const std::function<cudaError_t()> &Real) {
+  std::lock_guard<std::mutex> G(Lock);
+  uint64_t P = reinterpret_cast<uint64_t>(Ptr);
+  if (State == Mode::Recording && Window.isOpen() && Window.contains(P)) {
+    if (!Window.find(P) || Window.find(P)->Address != P)
+      return cudaErrorInvalidValue;
+    // Freed when the stream reaches this point, as cudaFreeAsync promises.
+    return MNEME_REAL(cudaLaunchHostFunc)(Stream, onStreamFree, new uint64_t(P));
+  }
+  Outside.erase(P);
+  return Real();
+}
+
+void Recorder::noteManaged(void *Ptr, size_t Size) {
+  std::lock_guard<std::mutex> G(Lock);
+  if (!start())
+    return;
+  Managed[reinterpret_cast<uint64_t>(Ptr)] = Size;
+  if (!ReportedManaged) {
+    ReportedManaged = true;
+    report("cudaMallocManaged: managed memory is not recorded; launches while it is live "
+           "are recorded as not replayable");
+  }
+}
+
+void Recorder::deviceReset() {
+  std::lock_guard<std::mutex> G(Lock);
+  if (State != Mode::Recording)
+    return;
+  // The reset destroys the context and with it every mapping: start over.
+  if (Writer)
+    Writer->drain();
+  Window = VAWindow();
+  Outside.clear();
+  Managed.clear();
+  Start = Stop = nullptr;
+  for (auto &[F, K] : Kernels)
+    K.Function = nullptr, K.ParamsKnown = false;
+  State = Mode::Unstarted;
+  Snapshot = DeviceSnapshot();
+  SnapshotReady = false;
+  Fetcher = DeviceSnapshot();
+  FetcherReady = false;
+}
+
+} // namespace mneme::recorder
