@@ -47,6 +47,15 @@ def record(binaries: Path, name: str, db: Path, *flags: str, args=None, check=Tr
     return native, recorded
 
 
+def recorded_db(binaries: Path, name: str, tmp_path: Path) -> RecordDB:
+    """Records an example with default options; its output must not change."""
+    native, recorded = record(binaries, name, tmp_path / "db")
+    assert recorded.stdout == native.stdout
+    db = RecordDB(tmp_path / "db")
+    check_common(db)
+    return db
+
+
 def pointer(inst, index: int) -> int:
     return int(inst.arg_as(index, np.uint64))
 
@@ -92,10 +101,7 @@ def check_common(db: RecordDB) -> None:
 
 
 def test_vector_add(example_binaries, tmp_path):
-    native, recorded = record(example_binaries, "vector_add", tmp_path / "db")
-    assert recorded.stdout == native.stdout
-    db = RecordDB(tmp_path / "db")
-    check_common(db)
+    db = recorded_db(example_binaries, "vector_add", tmp_path)
     (inst,) = db.instances
     n = 1000000
     i = np.arange(n)
@@ -141,10 +147,7 @@ def csr_matvec(rowptr, col, val, x):
 
 
 def test_cg(example_binaries, tmp_path):
-    native, recorded = record(example_binaries, "cg", tmp_path / "db")
-    assert recorded.stdout == native.stdout
-    db = RecordDB(tmp_path / "db")
-    check_common(db)
+    db = recorded_db(example_binaries, "cg", tmp_path)
     N = 12
     n = N ** 3
     rowptr, col, val = cg_matrix(N)
@@ -197,10 +200,7 @@ def stencil(a: np.ndarray, weights, scale) -> np.ndarray:
 
 
 def test_stencil3d(example_binaries, tmp_path):
-    native, recorded = record(example_binaries, "stencil3d", tmp_path / "db")
-    assert recorded.stdout == native.stdout
-    db = RecordDB(tmp_path / "db")
-    check_common(db)
+    db = recorded_db(example_binaries, "stencil3d", tmp_path)
     N = 16
     weights = np.array([0.5, 0.125, 0.125, 0.125, 0.125, 0.0625, 0.0625], np.float32)
     kinds = {}
@@ -222,10 +222,7 @@ def test_stencil3d(example_binaries, tmp_path):
 
 
 def test_tree_search(example_binaries, tmp_path):
-    native, recorded = record(example_binaries, "tree_search", tmp_path / "db")
-    assert recorded.stdout == native.stdout
-    db = RecordDB(tmp_path / "db")
-    check_common(db)
+    db = recorded_db(example_binaries, "tree_search", tmp_path)
     (inst,) = db.instances
     m, q = 1000, 4096
     node = np.dtype([("key", "<i4"), ("value", "<f4"), ("left", "<u8"), ("right", "<u8")])
@@ -254,10 +251,7 @@ def test_tree_search(example_binaries, tmp_path):
 
 
 def test_atomic_sum(example_binaries, tmp_path):
-    native, recorded = record(example_binaries, "atomic_sum", tmp_path / "db")
-    assert recorded.stdout == native.stdout
-    db = RecordDB(tmp_path / "db")
-    check_common(db)
+    db = recorded_db(example_binaries, "atomic_sum", tmp_path)
     (inst,) = db.instances
     n = 100000
     x = (np.arange(n) % 8).astype(np.float32)
@@ -272,10 +266,7 @@ def test_atomic_sum(example_binaries, tmp_path):
 
 
 def test_big_shared(example_binaries, tmp_path):
-    native, recorded = record(example_binaries, "big_shared", tmp_path / "db")
-    assert recorded.stdout == native.stdout
-    db = RecordDB(tmp_path / "db")
-    check_common(db)
+    db = recorded_db(example_binaries, "big_shared", tmp_path)
     (inst,) = db.instances
     tile, tiles = 96 * 1024 // 4, 8
     assert inst.shared_mem_bytes == 96 * 1024 and inst.block == (512, 1, 1)
@@ -286,10 +277,7 @@ def test_big_shared(example_binaries, tmp_path):
 
 
 def test_multi_tu(example_binaries, tmp_path):
-    native, recorded = record(example_binaries, "multi_tu", tmp_path / "db")
-    assert recorded.stdout == native.stdout
-    db = RecordDB(tmp_path / "db")
-    check_common(db)
+    db = recorded_db(example_binaries, "multi_tu", tmp_path)
     n = 10000
     i = np.arange(n)
     by = {k.demangled.split("(")[0]: k.instances for k in db.kernels}

@@ -38,10 +38,8 @@ cudaError_t cudaLaunchKernel_ptsz(const void *Func, dim3 Grid, dim3 Block, void 
 
 namespace {
 
-// One launch of Func through Real, which is the application's own call.
-template <class F>
-cudaError_t launchThrough(const char *Api, const void *Func, dim3 Grid, dim3 Block, void **Args,
-                          size_t SharedMem, cudaStream_t Stream, bool PerThread, F Real) {
+LaunchRequest request(const char *Api, const void *Func, dim3 Grid, dim3 Block, void **Args,
+                      size_t SharedMem, cudaStream_t Stream) {
   LaunchRequest R;
   R.Api = Api;
   R.Function = Func;
@@ -49,8 +47,17 @@ cudaError_t launchThrough(const char *Api, const void *Func, dim3 Grid, dim3 Blo
   R.Block = Block;
   R.Args = Args;
   R.SharedMem = SharedMem;
+  R.Stream = Stream;
+  return R;
+}
+
+// One launch of Func through Real, which is the application's own call.
+template <class F>
+cudaError_t launchThrough(const char *Api, const void *Func, dim3 Grid, dim3 Block, void **Args,
+                          size_t SharedMem, cudaStream_t Stream, bool PerThread, F Real) {
   // The _ptsz entry points read stream 0 as the per-thread default stream.
-  R.Stream = PerThread && !Stream ? cudaStreamPerThread : Stream;
+  LaunchRequest R = request(Api, Func, Grid, Block, Args, SharedMem,
+                            PerThread && !Stream ? cudaStreamPerThread : Stream);
   R.Launch = Real;
   return Recorder::get().launch(R);
 }
@@ -201,14 +208,8 @@ cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t Kernel, dim3 Grid, dim3 Block, 
 
 cudaError_t cudaLaunchCooperativeKernel(const void *Func, dim3 Grid, dim3 Block, void **Args,
                                         size_t SharedMem, cudaStream_t Stream) {
-  LaunchRequest R;
-  R.Api = "cudaLaunchCooperativeKernel";
-  R.Function = Func;
-  R.Grid = Grid;
-  R.Block = Block;
-  R.Args = Args;
-  R.SharedMem = SharedMem;
-  R.Stream = Stream;
+  LaunchRequest R =
+      request("cudaLaunchCooperativeKernel", Func, Grid, Block, Args, SharedMem, Stream);
   R.Cooperative = true;
   R.Launch = [&] {
     return MNEME_REAL(cudaLaunchCooperativeKernel)(Func, Grid, Block, Args, SharedMem, Stream);
@@ -220,14 +221,8 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *Config, const void *Fu
                                 void **Args) {
   if (!Config)
     return MNEME_REAL(cudaLaunchKernelExC)(Config, Func, Args);
-  LaunchRequest R;
-  R.Api = "cudaLaunchKernelExC";
-  R.Function = Func;
-  R.Grid = Config->gridDim;
-  R.Block = Config->blockDim;
-  R.Args = Args;
-  R.SharedMem = Config->dynamicSmemBytes;
-  R.Stream = Config->stream;
+  LaunchRequest R = request("cudaLaunchKernelExC", Func, Config->gridDim, Config->blockDim,
+                            Args, Config->dynamicSmemBytes, Config->stream);
   for (unsigned I = 0; I < Config->numAttrs; ++I) {
     const cudaLaunchAttribute &A = Config->attrs[I];
     if (A.id == cudaLaunchAttributeCooperative)
