@@ -116,5 +116,6 @@ def example_binaries(tmp_path_factory) -> Path:
     run(["cmake", "--build", str(build / "tree"), "-j4"])
     for name in EXAMPLE_NAMES:
         shutil.copy(build / "tree" / name / name, build / name)
-    run(["mneme-cxx", "-O2", str(SAMPLES / "record" / "managed.cu"), "-o", str(build / "managed")])
+    for sample in ("managed", "launch_apis"):
+        run(["mneme-cxx", "-O2", str(SAMPLES / "record" / f"{sample}.cu"), "-o", str(build / sample)])
     return build

@@ -306,6 +306,31 @@ def test_multi_tu(example_binaries, tmp_path):
     assert np.array_equal(after, before * table[(i % 5) & 3])
 
 
+def test_other_launch_and_allocation_apis(example_binaries, tmp_path):
+    """Cooperative and cluster launches, stream-ordered and pitched allocations."""
+    native, recorded = record(example_binaries, "launch_apis", tmp_path / "db", args=[])
+    assert recorded.stdout == native.stdout and "pitch_ok=1" in native.stdout
+    db = RecordDB(tmp_path / "db")
+    check_common(db)
+    scale = next(k for k in db.kernels if k.demangled.startswith("scale("))
+    coop, clustered = sorted(scale.instances, key=lambda i: i.launch_index)
+    assert (coop.api, coop.cooperative, coop.cluster) == ("cudaLaunchCooperativeKernel", True, None)
+    assert (clustered.api, clustered.cluster) == ("cudaLaunchKernelExC", (2, 1, 1))
+    n = 4096
+    x0 = (np.arange(n) % 100).astype(np.float32)
+    for inst, factor, before in ((coop, 2.0, x0), (clustered, 0.5, 2 * x0)):
+        assert inst.arg_as(1, np.float32) == factor
+        px = pointer(inst, 0)
+        assert np.array_equal(buffer(inst.prologue, px, np.float32, n), before)
+        assert np.array_equal(buffer(inst.epilogue, px, np.float32, n), before * factor)
+    (fill,) = next(k for k in db.kernels if k.demangled.startswith("fill_rows(")).instances
+    pitch = int(fill.arg_as(1, np.uint64))
+    assert pitch % 512 == 0 and pointer(fill, 0) % 256 == 0
+    rows = buffer(fill.epilogue, pointer(fill, 0), np.uint8, pitch * 8).view(np.float32)
+    rows = rows.reshape(8, pitch // 4)[:, :100]
+    assert np.array_equal(rows, np.add.outer(np.arange(8) * 1000, np.arange(100)).astype(np.float32))
+
+
 def test_selection_and_listing(example_binaries, tmp_path):
     db_path = tmp_path / "db"
     record(example_binaries, "cg", db_path, "--kernels", "^axpy|sum_partials",
