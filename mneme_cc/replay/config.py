@@ -1,0 +1,104 @@
+"""`ReplayConfig`: everything that decides how one replay compiles and runs.
+
+A config is a frozen dataclass that round-trips through JSON. `grounded()`
+canonicalises it (fields that cannot matter take fixed values), and `key()`
+hashes the grounded form, so equivalent configs share compile-cache entries
+and results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from mneme_cc.errors import UsageError
+
+Dim3 = tuple[int, int, int]
+BASELINES = ("original", "ir")
+
+
+def _dim3(value: Any, name: str) -> Dim3 | None:
+    if value is None:
+        return None
+    if isinstance(value, int):
+        value = (value, 1, 1)
+    dims = tuple(value)
+    if len(dims) != 3 or not all(isinstance(d, int) and d >= 1 for d in dims):
+        raise UsageError(f"{name} must be three positive integers, not {value!r}")
+    return dims  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    # Launch: None keeps what was recorded.
+    grid: Dim3 | None = None
+    block: Dim3 | None = None
+    shared_mem_bytes: int | None = None
+    # Compilation of the recorded IR.
+    pipeline: str = "default<O3>"
+    codegen_opt_level: int = 3
+    ptxas_opt_level: int = 3
+    max_registers: int | None = None
+    specialize_args: tuple[int, ...] = ()   # parameter indices that become constants
+    specialize_dims: bool = False           # blockDim/gridDim become constants
+    launch_bounds: bool = False
+    max_threads: int | None = None          # with launch_bounds; None: the block size
+    min_blocks_per_sm: int | None = None    # with launch_bounds
+    # Running and checking.
+    iterations: int = 20
+    warmup: int = 3
+    flush_l2: bool = False
+    verify: dict[str, Any] = field(default_factory=dict)  # per-buffer policies; {} bitwise
+    # "original": the application's own kernel; "ir": the IR at the recorded
+    # settings.  None: compile as this config says.
+    baseline: str | None = None
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "grid", _dim3(self.grid, "grid"))
+        set_(self, "block", _dim3(self.block, "block"))
+        set_(self, "specialize_args", tuple(sorted(set(self.specialize_args))))
+        if self.baseline is not None and self.baseline not in BASELINES:
+            raise UsageError(f"baseline must be one of {', '.join(BASELINES)}, "
+                             f"not {self.baseline!r}")
+        for name in ("codegen_opt_level", "ptxas_opt_level"):
+            if getattr(self, name) not in (0, 1, 2, 3):
+                raise UsageError(f"{name} must be 0..3, not {getattr(self, name)!r}")
+        if self.max_registers is not None and not 16 <= self.max_registers <= 255:
+            raise UsageError(f"max_registers must be 16..255, not {self.max_registers}")
+        if self.iterations < 1 or self.warmup < 0:
+            raise UsageError("iterations must be >= 1 and warmup >= 0")
+        if any(i < 0 for i in self.specialize_args):
+            raise UsageError("specialize_args are parameter indices (>= 0)")
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | dict) -> ReplayConfig:
+        data = json.loads(text) if isinstance(text, str) else dict(text)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise UsageError(f"unknown ReplayConfig field(s): {', '.join(unknown)} "
+                             f"(known: {', '.join(sorted(known))})")
+        return cls(**data)
+
+    def grounded(self) -> ReplayConfig:
+        """The canonical equivalent: fields with no effect take fixed values."""
+        if self.baseline is not None:
+            # A baseline compiles nothing of this config's.
+            return dataclasses.replace(
+                ReplayConfig(), grid=self.grid, block=self.block,
+                shared_mem_bytes=self.shared_mem_bytes, iterations=self.iterations,
+                warmup=self.warmup, flush_l2=self.flush_l2, verify=self.verify,
+                baseline=self.baseline)
+        if not self.launch_bounds:
+            return dataclasses.replace(self, max_threads=None, min_blocks_per_sm=None)
+        return self
+
+    def key(self) -> str:
+        return hashlib.sha256(self.grounded().to_json().encode()).hexdigest()[:16]

@@ -1,0 +1,216 @@
+"""The JIT: a recorded kernel's IR to PTX under a ReplayConfig (llvmlite only).
+
+Stages, each timed: parse the bitcode; specialise (launch dimensions and
+chosen scalar arguments become constants, launch bounds become attributes);
+optimise (`default<O0..O3>` or a comma list of named passes); generate PTX
+for the target arch. The transforms edit the module's text form: they touch
+only the kernel's definition line and body, and the verifier checks the
+result before anything else runs.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import time
+from dataclasses import dataclass, field
+
+from mneme_cc.errors import UsageError
+from mneme_cc.replay.config import ReplayConfig
+
+
+def _llvm():
+    import llvmlite.binding as llvm
+
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    return llvm
+
+
+def named_passes() -> dict[str, str]:
+    """Pass names a pipeline may list -> llvmlite's ModulePassManager method."""
+    llvm = _llvm()
+    methods = [m for m in dir(llvm.ModulePassManager)
+               if m.startswith("add_") and m.endswith("_pass")]
+    # Printers and viewers write files or open windows: not optimisations.
+    names = {m[4:-5].replace("_", "-"): m for m in methods
+             if not any(word in m for word in ("printer", "viewer", "aa_eval"))}
+    # LLVM's own spellings of the common ones.
+    aliases = {"instcombine": "instruction-combine", "gvn": "new-gvn", "dce": "dead-code-elimination",
+               "adce": "aggressive-dce", "dse": "dead-store-elimination", "simplifycfg": "simplify-cfg",
+               "mem2reg": "register-to-memory", "loop-unroll": "loop-unroll", "licm": None,
+               "inline": "always-inliner", "globaldce": "global-dead-code-eliminate",
+               "memcpyopt": "mem-copy-opt", "reassociate": "reassociate"}
+    for alias, target in aliases.items():
+        if target in names:
+            names[alias] = names[target]
+    return names
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    level: int | None          # default<O{level}>, or None for a pass list
+    passes: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> Pipeline:
+        text = text.strip()
+        m = re.fullmatch(r"default<O([0-3])>", text)
+        if m:
+            return cls(int(m.group(1)))
+        known = named_passes()
+        passes = tuple(p.strip() for p in text.split(",") if p.strip())
+        unknown = [p for p in passes if p not in known]
+        if not passes or unknown:
+            raise UsageError(f"unknown pass(es) in pipeline '{text}': "
+                             f"{', '.join(unknown) or '(none given)'}; use default<O0>..default<O3> "
+                             f"or a comma list of: {', '.join(sorted(known))}")
+        return cls(None, passes)
+
+
+@dataclass
+class JitResult:
+    ptx: str
+    ir: str                    # the optimised module, as text
+    seconds: dict[str, float] = field(default_factory=dict)  # per stage
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    """What the JIT needs to know of the recorded launch."""
+    name: str                   # mangled kernel name
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    args: bytes = b""           # the packed parameter buffer
+    params: tuple[tuple[int, int], ...] = ()  # (offset, size) per parameter
+
+
+_DIM_CALL = re.compile(
+    r"(%[\w.]+) = (?:tail )?call [^@\n]*@llvm\.nvvm\.read\.ptx\.sreg\.(ntid|nctaid)\.([xyz])\(\)")
+
+
+def _kernel_span(text: str, name: str) -> tuple[int, int, int]:
+    """(start of the define line, end of it, end of the body) of the kernel."""
+    m = re.search(rf"^define [^\n]*@{re.escape(name)}\(", text, re.M)
+    if not m:
+        raise UsageError(f"the recorded IR defines no kernel {name}")
+    line_end = text.index("\n", m.start())
+    body_end = text.index("\n}\n", line_end) + 2
+    return m.start(), line_end, body_end
+
+
+def _split_params(define_line: str) -> list[str]:
+    inner = define_line[define_line.index("(") + 1:]
+    depth, current, out = 0, "", []
+    for ch in inner:
+        if ch in "({[<":
+            depth += 1
+        elif ch in ")}]>":
+            if depth == 0:
+                break
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        out.append(current.strip())
+    return out
+
+
+def _constant(ir_type: str, raw: bytes) -> str:
+    """An LLVM constant of ir_type holding the recorded bytes."""
+    if re.fullmatch(r"i\d+", ir_type):
+        bits = int(ir_type[1:])
+        value = int.from_bytes(raw[: (bits + 7) // 8], "little", signed=True)
+        return str(value)
+    if ir_type == "float":
+        (value,) = struct.unpack("<f", raw[:4])
+        return f"0x{struct.unpack('<Q', struct.pack('<d', value))[0]:016X}"
+    if ir_type == "double":
+        return f"0x{struct.unpack('<Q', raw[:8])[0]:016X}"
+    if ir_type == "ptr":
+        return f"inttoptr (i64 {int.from_bytes(raw[:8], 'little')} to ptr)"
+    raise UsageError(f"cannot specialise a parameter of type {ir_type}")
+
+
+def specialize(text: str, launch: KernelLaunch, config: ReplayConfig) -> str:
+    """Dimension and argument specialisation and launch bounds, on the module text."""
+    start, line_end, body_end = _kernel_span(text, launch.name)
+    define, body = text[start:line_end], text[line_end:body_end]
+    grid = config.grid or launch.grid
+    block = config.block or launch.block
+    if config.specialize_args:
+        params = _split_params(define)
+        for index in config.specialize_args:
+            if index >= len(params) or index >= len(launch.params):
+                raise UsageError(f"specialize_args: the kernel has {len(params)} parameters, "
+                                 f"no parameter {index}")
+            tokens = params[index].split()
+            ir_type, name = tokens[0], tokens[-1]
+            if "byval" in params[index]:
+                raise UsageError(f"parameter {index} is an aggregate passed by value; "
+                                 "it cannot be specialised")
+            offset, size = launch.params[index]
+            value = _constant(ir_type, launch.args[offset:offset + size])
+            body = re.sub(rf"{re.escape(name)}(?![\w.])", value, body)
+    if config.launch_bounds:
+        threads = config.max_threads or block[0] * block[1] * block[2]
+        attrs = f' "nvvm.maxntid"="{threads}"'
+        if config.min_blocks_per_sm:
+            attrs += f' "nvvm.minctasm"="{config.min_blocks_per_sm}"'
+        define = re.sub(r"\)(\s*(?:#\d+\s*)?)\{$", rf"){attrs}\1{{", define)
+    text = text[:start] + define + body + text[body_end:]
+    if config.specialize_dims:
+        # Module-wide: clang reads the registers in small helpers the kernel
+        # calls.  Only this kernel is launched from the compiled module.
+        dims = {"ntid": block, "nctaid": grid}
+        text = _DIM_CALL.sub(
+            lambda m: f"{m.group(1)} = add i32 0, {dims[m.group(2)]['xyz'.index(m.group(3))]}",
+            text)
+    return text
+
+
+def compile_ptx(bitcode: bytes, launch: KernelLaunch, config: ReplayConfig,
+                arch: str) -> JitResult:
+    """The recorded module compiled for arch (e.g. "sm_90") as `config` says."""
+    llvm = _llvm()
+    seconds: dict[str, float] = {}
+    t = time.perf_counter()
+    module = llvm.parse_bitcode(bitcode)
+    text = str(module)
+    seconds["parse"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    module = llvm.parse_assembly(specialize(text, launch, config))
+    module.verify()
+    seconds["transform"] = time.perf_counter() - t
+
+    features = ""
+    m = re.search(r'"target-features"="([^"]*)"', text)
+    if m:
+        features = m.group(1)
+    target = llvm.Target.from_triple(module.triple)
+    machine = target.create_target_machine(cpu=arch, features=features,
+                                           opt=config.codegen_opt_level)
+    t = time.perf_counter()
+    pipeline = Pipeline.parse(config.pipeline)
+    if pipeline.level is not None:
+        options = llvm.create_pipeline_tuning_options(speed_level=pipeline.level)
+        builder = llvm.create_pass_builder(machine, options)
+        builder.getModulePassManager().run(module, builder)
+    else:
+        options = llvm.create_pipeline_tuning_options(speed_level=0)
+        builder = llvm.create_pass_builder(machine, options)
+        manager = llvm.create_new_module_pass_manager()
+        passes = named_passes()
+        for name in pipeline.passes:
+            getattr(manager, passes[name])()
+        manager.run(module, builder)
+    seconds["optimize"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    ptx = machine.emit_assembly(module)
+    seconds["codegen"] = time.perf_counter() - t
+    return JitResult(ptx, str(module), seconds)

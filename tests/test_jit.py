@@ -1,0 +1,126 @@
+"""CPU tier: the replay JIT up to PTX, and ReplayConfig.
+
+The IR comes from real mneme-cxx builds (at -O0 and -O3); every check reads
+the PTX that LLVM's NVPTX backend (llvmlite) emits for sm_90.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from conftest import EXAMPLES, run
+
+from mneme_cc.embedded import read_embedded_modules
+from mneme_cc.errors import UsageError
+from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.replay.jit import KernelLaunch, Pipeline, compile_ptx
+
+KERNEL = "_Z10vector_addPKfS0_Pfi"
+N = 1000000
+ARGS = (np.array([0x200000000000, 0x200000400000, 0x200000800000], np.uint64).tobytes()
+        + np.array([N], np.int32).tobytes())
+LAUNCH = KernelLaunch(KERNEL, (1024, 1, 1), (256, 1, 1), ARGS, ((0, 8), (8, 8), (16, 8), (24, 4)))
+
+
+@pytest.fixture(scope="module", params=["-O0", "-O3"])
+def bitcode(request, tmp_path_factory) -> bytes:
+    obj = tmp_path_factory.mktemp("jit") / "vector_add.o"
+    run(["mneme-cxx", request.param, "-c", str(EXAMPLES / "vector_add" / "vector_add.cu"),
+         "-o", str(obj)])
+    (module,) = read_embedded_modules(obj)
+    return module.bitcode
+
+
+def param_loads(ptx: str) -> set[int]:
+    return {int(m) for m in re.findall(rf"\[{KERNEL}_param_(\d+)\]", ptx)}
+
+
+def test_plain_compile_loads_every_parameter(bitcode):
+    result = compile_ptx(bitcode, LAUNCH, ReplayConfig(), "sm_90")
+    assert f".entry {KERNEL}(" in result.ptx and ".target sm_90" in result.ptx
+    assert param_loads(result.ptx) == {0, 1, 2, 3}
+    assert ".maxntid" not in result.ptx
+    assert set(result.seconds) == {"parse", "transform", "optimize", "codegen"}
+
+
+def test_argument_specialization_folds_the_constant(bitcode):
+    result = compile_ptx(bitcode, LAUNCH, ReplayConfig(specialize_args=(3,)), "sm_90")
+    assert param_loads(result.ptx) == {0, 1, 2}          # n is no longer loaded
+    assert re.search(rf"\b{N}\b", result.ptx)            # it is an immediate
+    pointers = compile_ptx(bitcode, LAUNCH, ReplayConfig(specialize_args=(0, 1, 2)), "sm_90")
+    assert param_loads(pointers.ptx) == {3}
+    assert str(0x200000000000) in pointers.ptx or "35184372088832" in pointers.ptx
+
+
+def test_dimension_specialization_replaces_special_registers(bitcode):
+    plain = compile_ptx(bitcode, LAUNCH, ReplayConfig(), "sm_90").ptx
+    special = compile_ptx(bitcode, LAUNCH, ReplayConfig(specialize_dims=True), "sm_90").ptx
+    assert "%ntid.x" in plain and "%nctaid.x" in plain
+    assert "%ntid.x" not in special and "%nctaid.x" not in special
+    assert "262144" in special                           # gridDim * blockDim, folded
+    assert "%tid.x" in special and "%ctaid.x" in special  # the thread's own index stays
+
+
+def test_launch_bounds_reach_the_ptx(bitcode):
+    config = ReplayConfig(launch_bounds=True, min_blocks_per_sm=2)
+    ptx = compile_ptx(bitcode, LAUNCH, config, "sm_90").ptx
+    assert ".maxntid 256" in ptx and ".minnctapersm 2" in ptx
+    ptx = compile_ptx(bitcode, LAUNCH, ReplayConfig(launch_bounds=True, max_threads=128),
+                      "sm_90").ptx
+    assert ".maxntid 128" in ptx and ".minnctapersm" not in ptx
+
+
+def test_pipelines_differ(bitcode):
+    texts = {p: compile_ptx(bitcode, LAUNCH, ReplayConfig(pipeline=p), "sm_90").ir
+             for p in ("default<O0>", "default<O3>", "sroa,instcombine,simplifycfg")}
+    assert len(set(texts.values())) == 3
+    assert texts["default<O3>"].count("alloca") == 0
+
+
+def test_unknown_pass_is_an_error_that_lists_the_known_ones():
+    with pytest.raises(UsageError) as err:
+        Pipeline.parse("instcombine,loop-magic")
+    assert "loop-magic" in str(err.value) and "instcombine" in str(err.value)
+    assert Pipeline.parse("default<O2>").level == 2
+    assert Pipeline.parse(" sroa , gvn ").passes == ("sroa", "gvn")
+
+
+def test_bad_specialization_requests(bitcode):
+    with pytest.raises(UsageError, match="no parameter 9"):
+        compile_ptx(bitcode, LAUNCH, ReplayConfig(specialize_args=(9,)), "sm_90")
+    with pytest.raises(UsageError, match="defines no kernel"):
+        compile_ptx(bitcode, KernelLaunch("nope", (1, 1, 1), (1, 1, 1)), ReplayConfig(), "sm_90")
+
+
+def test_config_round_trips_and_grounds():
+    config = ReplayConfig(grid=(8, 1, 1), block=256, pipeline="default<O2>",
+                          specialize_args=(3, 1, 3), max_threads=64, verify={"c": {"ulp": 2}})
+    again = ReplayConfig.from_json(config.to_json())
+    assert again == config and again.block == (256, 1, 1) and again.specialize_args == (1, 3)
+    # Launch-bound values without launch bounds change nothing: same key.
+    assert config.key() == ReplayConfig.from_json({**json_dict(config), "max_threads": None}).key()
+    assert config.key() != ReplayConfig.from_json({**json_dict(config), "launch_bounds": True}).key()
+    # A baseline compiles nothing of the config's: compile fields do not matter.
+    assert ReplayConfig(baseline="original", pipeline="default<O1>").key() == \
+        ReplayConfig(baseline="original").key()
+
+
+def json_dict(config: ReplayConfig) -> dict:
+    import json
+
+    return json.loads(config.to_json())
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"grid": [0, 1, 1]}, "grid must be"),
+    ({"baseline": "best"}, "baseline must be one of"),
+    ({"ptxas_opt_level": 5}, "ptxas_opt_level must be 0..3"),
+    ({"max_registers": 4}, "max_registers must be 16..255"),
+    ({"iterations": 0}, "iterations must be >= 1"),
+    ({"pipline": "default<O3>"}, "unknown ReplayConfig field"),
+])
+def test_config_rejects_bad_fields(fields, message):
+    with pytest.raises(UsageError, match=message):
+        ReplayConfig.from_json(fields)
