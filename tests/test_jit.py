@@ -124,3 +124,18 @@ def json_dict(config: ReplayConfig) -> dict:
 def test_config_rejects_bad_fields(fields, message):
     with pytest.raises(UsageError, match=message):
         ReplayConfig.from_json(fields)
+
+
+def test_floating_point_scalars_specialise(tmp_path):
+    """axpy(n, alpha, x, y): a double argument becomes an immediate."""
+    obj = tmp_path / "cg.o"
+    run(["mneme-cxx", "-O3", f"-I{EXAMPLES / 'common'}", "-c", str(EXAMPLES / "cg" / "cg.cu"),
+         "-o", str(obj)])
+    (module,) = read_embedded_modules(obj)
+    name = "_Z4axpyidPKdPd"
+    args = (np.array([1000, 0], np.int32).tobytes() + np.array([0.375], np.float64).tobytes()
+            + np.array([0x200000000000, 0x200000200000], np.uint64).tobytes())
+    launch = KernelLaunch(name, (1024, 1, 1), (256, 1, 1), args, ((0, 4), (8, 8), (16, 8), (24, 8)))
+    ptx = compile_ptx(module.bitcode, launch, ReplayConfig(specialize_args=(0, 1)), "sm_90").ptx
+    assert not re.search(rf"\[{name}_param_[01]\]", ptx)
+    assert "0d3FD8000000000000" in ptx  # 0.375
