@@ -139,3 +139,40 @@ def test_floating_point_scalars_specialise(tmp_path):
     ptx = compile_ptx(module.bitcode, launch, ReplayConfig(specialize_args=(0, 1)), "sm_90").ptx
     assert not re.search(rf"\[{name}_param_[01]\]", ptx)
     assert "0d3FD8000000000000" in ptx  # 0.375
+
+
+def test_ptxas_options_and_resources(tmp_path):
+    """nvJitLink runs here without a GPU: ptxas options show in the resources."""
+    from mneme_cc.replay.cubin import compile_cubin
+
+    obj = tmp_path / "cg.o"
+    run(["mneme-cxx", "-O3", f"-I{EXAMPLES / 'common'}", "-c", str(EXAMPLES / "cg" / "cg.cu"),
+         "-o", str(obj)])
+    (module,) = read_embedded_modules(obj)
+    launch = KernelLaunch("_Z4spmviPKiS0_PKdS2_Pd", (1024, 1, 1), (256, 1, 1))
+    ptx = compile_ptx(module.bitcode, launch, ReplayConfig(), "sm_90").ptx
+    free = compile_cubin(ptx, launch.name, ReplayConfig(), "sm_90")
+    capped = compile_cubin(ptx, launch.name, ReplayConfig(max_registers=16), "sm_90")
+    assert free.data[:4] == b"\x7fELF" and free.resources.registers > 16
+    assert capped.resources.registers <= 16 and capped.data != free.data
+    assert free.resources.constant_bytes > 0
+
+
+def test_compile_cache_hits_and_misses(bitcode, tmp_path):
+    from mneme_cc.replay.compiler import compile_kernel
+
+    def compile_(config):
+        return compile_kernel(bitcode, "irhash", LAUNCH, config, "sm_90", cache_dir=tmp_path)
+
+    first = compile_(ReplayConfig(specialize_args=(3,)))
+    assert not first.cache_hit and {"parse", "optimize", "codegen", "ptxas"} <= set(first.seconds)
+    again = compile_(ReplayConfig(specialize_args=(3,), iterations=99, flush_l2=True))
+    assert again.cache_hit and again.cubin == first.cubin and again.seconds == {}
+    assert not compile_(ReplayConfig(specialize_args=(3,), max_registers=32)).cache_hit
+    assert not compile_(ReplayConfig()).cache_hit
+    # Launch-bound values without launch bounds are the same binary.
+    assert compile_(ReplayConfig(max_threads=64)).cache_hit
+    other_n = KernelLaunch(KERNEL, LAUNCH.grid, LAUNCH.block, ARGS[:24] + bytes(4), LAUNCH.params)
+    assert not compile_kernel(bitcode, "irhash", other_n, ReplayConfig(specialize_args=(3,)),
+                              "sm_90", cache_dir=tmp_path).cache_hit
+    assert not [p for p in tmp_path.rglob("*") if ".tmp." in p.name]

@@ -100,5 +100,14 @@ class ReplayConfig:
             return dataclasses.replace(self, max_threads=None, min_blocks_per_sm=None)
         return self
 
+    #: The fields that change the compiled binary (the rest change how it runs).
+    COMPILE_FIELDS = ("pipeline", "codegen_opt_level", "ptxas_opt_level", "max_registers",
+                      "specialize_args", "specialize_dims", "launch_bounds", "max_threads",
+                      "min_blocks_per_sm")
+
+    def compile_fields(self) -> dict[str, Any]:
+        grounded = self.grounded()
+        return {name: getattr(grounded, name) for name in self.COMPILE_FIELDS}
+
     def key(self) -> str:
         return hashlib.sha256(self.grounded().to_json().encode()).hexdigest()[:16]

@@ -1,0 +1,102 @@
+"""A recorded kernel compiled under a ReplayConfig, through a disk cache.
+
+The cache key covers everything that changes the binary: the IR's content
+hash, the kernel, the compile fields of the grounded config, the launch
+dimensions and argument bytes where they are specialised, the arch, and the
+versions of mneme-cc, LLVM (llvmlite) and nvJitLink. Entries are written to
+a temporary name and renamed, so concurrent compilers share one cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.replay.cubin import Resources, compile_cubin
+from mneme_cc.replay.jit import KernelLaunch, compile_ptx
+
+
+@dataclass
+class CompiledKernel:
+    cubin: bytes
+    ptx: str
+    resources: Resources
+    seconds: dict[str, float] = field(default_factory=dict)  # per stage; empty on a hit
+    cache_hit: bool = False
+
+
+def default_cache_dir() -> Path:
+    if os.environ.get("MNEME_CACHE_DIR"):
+        return Path(os.environ["MNEME_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "mneme-cc" / "jit"
+
+
+def _toolchain_versions() -> dict[str, str]:
+    import llvmlite
+    import llvmlite.binding as llvm
+
+    from mneme_cc.build_info import build_info
+
+    versions = {"mneme-cc": build_info().version, "llvmlite": llvmlite.__version__,
+                "llvm": ".".join(map(str, llvm.llvm_version_info))}
+    try:
+        import cuda.bindings.nvjitlink as nvjitlink
+
+        versions["nvjitlink"] = ".".join(map(str, nvjitlink.version()))
+    except Exception:  # noqa: BLE001 - absent: compile_cubin will say so
+        versions["nvjitlink"] = "absent"
+    return versions
+
+
+def cache_key(ir_hash: str, launch: KernelLaunch, config: ReplayConfig, arch: str) -> str:
+    fields = config.compile_fields()
+    grounded = config.grounded()
+    grid, block = grounded.grid or launch.grid, grounded.block or launch.block
+    specialised = {str(i): launch.args[o:o + s].hex()
+                   for i, (o, s) in enumerate(launch.params) if i in grounded.specialize_args}
+    material = {
+        "ir": ir_hash, "kernel": launch.name, "arch": arch, "config": fields,
+        "dims": [grid, block] if grounded.specialize_dims or grounded.launch_bounds else None,
+        "args": specialised, "versions": _toolchain_versions(),
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
+def compile_kernel(bitcode: bytes, ir_hash: str, launch: KernelLaunch, config: ReplayConfig,
+                   arch: str, cache_dir: Path | None = None) -> CompiledKernel:
+    """Compiles (or finds in the cache) the kernel as config says, for arch."""
+    cache = cache_dir or default_cache_dir()
+    key = cache_key(ir_hash, launch, config, arch)
+    entry = cache / key[:2] / key
+    if (entry / "meta.json").exists():
+        meta = json.loads((entry / "meta.json").read_text())
+        return CompiledKernel((entry / "kernel.cubin").read_bytes(),
+                              (entry / "kernel.ptx").read_text(), Resources(**meta["resources"]),
+                              {}, cache_hit=True)
+    jit = compile_ptx(bitcode, launch, config, arch)
+    cubin = compile_cubin(jit.ptx, launch.name, config, arch)
+    seconds = {**jit.seconds, "ptxas": cubin.seconds}
+    compiled = CompiledKernel(cubin.data, jit.ptx, cubin.resources, seconds)
+    _store(entry, compiled)
+    return compiled
+
+
+def _store(entry: Path, compiled: CompiledKernel) -> None:
+    tmp = entry.with_name(f"{entry.name}.tmp.{os.getpid()}.{time.monotonic_ns()}")
+    tmp.mkdir(parents=True)
+    (tmp / "kernel.cubin").write_bytes(compiled.cubin)
+    (tmp / "kernel.ptx").write_text(compiled.ptx)
+    (tmp / "meta.json").write_text(json.dumps({"resources": asdict(compiled.resources),
+                                               "seconds": compiled.seconds}))
+    try:
+        tmp.rename(entry)
+    except OSError:  # another process stored the same entry first
+        for f in tmp.iterdir():
+            f.unlink()
+        tmp.rmdir()

@@ -1,0 +1,93 @@
+"""PTX to cubin with ptxas options, through nvJitLink (cuda-bindings).
+
+ptxas's verbose report is parsed into the binary's resource usage, so every
+compiled configuration carries its registers, spills and memory sizes.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+from mneme_cc.errors import ToolchainError, UsageError
+from mneme_cc.replay.config import ReplayConfig
+
+
+@dataclass(frozen=True)
+class Resources:
+    registers: int
+    spill_stores: int          # bytes
+    spill_loads: int           # bytes
+    local_bytes: int           # stack frame (local memory)
+    shared_bytes: int          # static shared memory
+    constant_bytes: int        # bank 0 (the kernel's parameters and constants)
+
+
+@dataclass
+class Cubin:
+    data: bytes
+    resources: Resources
+    seconds: float
+    log: str
+
+
+def _nvjitlink():
+    try:
+        import cuda.bindings.nvjitlink as nvjitlink
+    except ImportError:
+        raise ToolchainError("replay needs cuda-bindings: pip install 'mneme-cc[cuda]'") from None
+    return nvjitlink
+
+
+def ptxas_options(config: ReplayConfig, arch: str) -> list[str]:
+    options = [f"-arch={arch}", f"-Xptxas=-O{config.ptxas_opt_level}", "-verbose"]
+    if config.max_registers is not None:
+        options.append(f"-maxrregcount={config.max_registers}")
+    return options
+
+
+def parse_resources(log: str, kernel: str) -> Resources:
+    """The ptxas report for kernel (`-verbose`)."""
+    section = log[log.find(f"'{kernel}'"):] if f"'{kernel}'" in log else log
+
+    def number(pattern: str) -> int:
+        m = re.search(pattern, section)
+        return int(m.group(1)) if m else 0
+
+    return Resources(
+        registers=number(r"Used (\d+) registers"),
+        spill_stores=number(r"(\d+) bytes spill stores"),
+        spill_loads=number(r"(\d+) bytes spill loads"),
+        local_bytes=number(r"(\d+) bytes stack frame"),
+        shared_bytes=number(r"(\d+) bytes smem"),
+        constant_bytes=number(r"(\d+) bytes cmem\[0\]"))
+
+
+def compile_cubin(ptx: str, kernel: str, config: ReplayConfig, arch: str) -> Cubin:
+    nvjitlink = _nvjitlink()
+    options = ptxas_options(config, arch)
+    start = time.perf_counter()
+    try:
+        handle = nvjitlink.create(len(options), options)
+    except Exception as exc:  # the library is missing or refuses the options
+        raise ToolchainError(f"nvJitLink: {exc}") from None
+    try:
+        data = ptx.encode()
+        try:
+            nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "replay.ptx")
+            nvjitlink.complete(handle)
+        except nvjitlink.nvJitLinkError:
+            size = nvjitlink.get_error_log_size(handle)
+            log = bytearray(size)
+            nvjitlink.get_error_log(handle, log)
+            raise UsageError("ptxas rejected the kernel: "
+                             + log.decode(errors="replace").strip().replace("\n", "; ")) from None
+        cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
+        nvjitlink.get_linked_cubin(handle, cubin)
+        info = bytearray(nvjitlink.get_info_log_size(handle))
+        nvjitlink.get_info_log(handle, info)
+    finally:
+        nvjitlink.destroy(handle)
+    log = info.decode(errors="replace").rstrip("\x00")
+    return Cubin(bytes(cubin), parse_resources(log, kernel), time.perf_counter() - start, log)
