@@ -1,0 +1,208 @@
+"""`Replayer`: one recorded instance, replayed under ReplayConfigs.
+
+    with Replayer(instance) as r:
+        result = r.replay(ReplayConfig(pipeline="default<O2>"))
+        result.verified, result.median_ms
+
+The prologue is restored once; before every launch the allocations the
+kernel writes are restored device-to-device from a pristine copy, so each
+launch sees the recorded input. The first launch of a configuration is
+verified against the recorded epilogue and the very same binary is timed.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mneme_cc.recorddb import Instance
+from mneme_cc.replay import device as dev
+from mneme_cc.replay.compiler import compile_kernel
+from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.replay.cubin import Resources
+from mneme_cc.replay.jit import KernelLaunch
+
+
+@dataclass
+class Mismatch:
+    buffer: str            # "allocation 0x...", or the global's name
+    address: int
+    differing_bytes: int
+    first_offsets: list[int]
+
+
+@dataclass
+class ReplayResult:
+    config: ReplayConfig
+    verified: bool
+    mismatches: list[Mismatch]
+    samples_ms: list[float]
+    resources: Resources | None
+    compile_seconds: dict[str, float] = field(default_factory=dict)
+    cache_hit: bool = False
+
+    @property
+    def outcome(self) -> str:
+        return "verified" if self.verified else "failed_verification"
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.samples_ms)
+
+    @property
+    def min_ms(self) -> float:
+        return min(self.samples_ms)
+
+    @property
+    def mean_ms(self) -> float:
+        return statistics.fmean(self.samples_ms)
+
+    @property
+    def stdev_ms(self) -> float:
+        return statistics.stdev(self.samples_ms) if len(self.samples_ms) > 1 else 0.0
+
+
+def _arch_number(arch: str) -> int:
+    return int(arch.removeprefix("sm_").rstrip("a"))
+
+
+class Replayer:
+    def __init__(self, instance: Instance, device: int = 0, cache_dir=None):
+        self.instance = instance
+        self.kernel = instance.db.kernel(instance.static_hash)
+        self.ordinal = device
+        self.cache_dir = cache_dir
+
+    def __enter__(self) -> Replayer:
+        inst = self.instance
+        self.device = dev.Device(self.ordinal)
+        recorded = inst.device["arch"]
+        if _arch_number(self.device.arch) < _arch_number(recorded):
+            raise dev.DeviceError(f"this GPU is {self.device.arch}, older than the recorded "
+                                  f"{recorded}: replay on a GPU at least as new")
+        w = inst.window
+        self.window = dev.Window(self.device, w["base"], w["size"], w["granularity"])
+        prologue, epilogue = inst.prologue, inst.epilogue
+        self.allocations = prologue.allocations
+        for region in self.allocations:
+            self.window.map(region.address, region.size)
+            dev.copy_to_device(region.address, region.read())
+        # A pristine device copy of every allocation the kernel writes.
+        drv = dev._driver()
+        self.pristine = []
+        for region in self.allocations:
+            if epilogue.region(region.address, region.kind, region.name).chunks:
+                copy = dev.check(drv.cuMemAlloc(region.size), "allocating a pristine copy")
+                dev.check(drv.cuMemcpyDtoD(copy, region.address, region.size), "copying")
+                self.pristine.append((region.address, int(copy), region.size))
+        self.start = dev.check(drv.cuEventCreate(0), "creating an event")
+        self.stop = dev.check(drv.cuEventCreate(0), "creating an event")
+        self.params = dev.KernelParams(inst.args, inst.params)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        drv = dev._driver()
+        for _, copy, _ in self.pristine:
+            drv.cuMemFree(copy)
+        self.window.close()
+        self.device.close()
+
+    def _load(self, config: ReplayConfig):
+        """(function, globals: name -> device address, compiled or None)."""
+        drv = dev._driver()
+        inst, kernel = self.instance, self.kernel
+        compiled = None
+        if config.baseline == "original":
+            image = kernel.image()
+            if image is None:
+                raise dev.DeviceError(f"{kernel.demangled}: the application's image was not "
+                                      "recorded")
+            module = dev.check(drv.cuModuleLoadData(image), "loading the application's image")
+        else:
+            if config.baseline == "ir":
+                meta = kernel.ir_metadata or {}
+                level = "0" if meta.get("o0_attributes_removed") else "3"
+                config = ReplayConfig(pipeline=f"default<O{level}>")
+            launch = KernelLaunch(inst.kernel_name, inst.grid, inst.block, inst.args,
+                                  tuple((p["offset"], p["size"]) for p in inst.params))
+            ir = kernel.description["ir"]
+            compiled = compile_kernel(kernel.bitcode(), ir["content_hash"], launch, config,
+                                      self.device.arch, self.cache_dir)
+            module = dev.check(drv.cuModuleLoadData(compiled.cubin), "loading the cubin")
+        function = dev.check(drv.cuModuleGetFunction(module, inst.kernel_name.encode()),
+                             "finding the kernel")
+        globals_ = {}
+        for region in inst.prologue.globals:
+            err, address, _ = drv.cuModuleGetGlobal(module, region.name.encode())
+            if err == drv.CUresult.CUDA_SUCCESS:
+                globals_[region.name] = int(address)
+        return function, globals_, compiled
+
+    def _restore(self, globals_: dict[str, int]) -> None:
+        drv = dev._driver()
+        for address, copy, size in self.pristine:
+            dev.check(drv.cuMemcpyDtoDAsync(address, copy, size, self.device.stream), "restoring")
+        for region in self.instance.prologue.globals:
+            if region.name in globals_:
+                dev.copy_to_device(globals_[region.name], region.read())
+
+    def _launch(self, function, grid, block, smem: int, cooperative: bool) -> None:
+        drv = dev._driver()
+        launch = drv.cuLaunchCooperativeKernel if cooperative else drv.cuLaunchKernel
+        extra = () if cooperative else (0,)
+        dev.check(launch(function, *grid, *block, smem, self.device.stream, self.params.address,
+                         *extra), "launching the kernel")
+
+    def _verify(self, globals_: dict[str, int]) -> list[Mismatch]:
+        out = []
+        epilogue = self.instance.epilogue
+        for region in epilogue.allocations:
+            got = dev.copy_from_device(region.address, region.size)
+            out += self._compare(f"allocation {region.address:#x}", region.address, got,
+                                 region.read())
+        for region in epilogue.globals:
+            if region.name in globals_:
+                got = dev.copy_from_device(globals_[region.name], region.size)
+                out += self._compare(region.name, globals_[region.name], got, region.read())
+        return out
+
+    @staticmethod
+    def _compare(name: str, address: int, got: np.ndarray, want: np.ndarray) -> list[Mismatch]:
+        differ = np.flatnonzero(got != want)
+        if not differ.size:
+            return []
+        return [Mismatch(name, address, int(differ.size), [int(i) for i in differ[:8]])]
+
+    def replay(self, config: ReplayConfig | None = None) -> ReplayResult:
+        config = config or ReplayConfig()
+        drv = dev._driver()
+        inst = self.instance
+        function, globals_, compiled = self._load(config)
+        grid = config.grid or inst.grid
+        block = config.block or inst.block
+        smem = inst.shared_mem_bytes if config.shared_mem_bytes is None else config.shared_mem_bytes
+        if smem > 48 * 1024:
+            attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            dev.check(drv.cuFuncSetAttribute(function, attr, smem), "allowing shared memory")
+        stream = self.device.stream
+        # Verify the first launch; time the same binary afterwards.
+        self._restore(globals_)
+        self._launch(function, grid, block, smem, inst.cooperative)
+        dev.check(drv.cuStreamSynchronize(stream), "running the kernel")
+        mismatches = self._verify(globals_)
+        samples = []
+        for i in range(config.warmup + config.iterations):
+            self._restore(globals_)
+            dev.check(drv.cuEventRecord(self.start, stream), "timing")
+            self._launch(function, grid, block, smem, inst.cooperative)
+            dev.check(drv.cuEventRecord(self.stop, stream), "timing")
+            dev.check(drv.cuEventSynchronize(self.stop), "running the kernel")
+            if i >= config.warmup:
+                samples.append(float(dev.check(drv.cuEventElapsedTime(self.start, self.stop),
+                                               "timing")))
+        return ReplayResult(config, not mismatches, mismatches, samples,
+                            compiled.resources if compiled else None,
+                            compiled.seconds if compiled else {},
+                            compiled.cache_hit if compiled else False)
