@@ -71,3 +71,22 @@ def test_a_broken_configuration_fails_verification_by_name(example_binaries, tmp
         assert f"allocation {results:#x}" in names
         # The process goes on: the recorded geometry still verifies.
         assert replayer.replay(ReplayConfig(iterations=2, warmup=0)).verified
+
+
+def test_cli_exit_statuses_and_json(example_binaries, tmp_path):
+    import json
+
+    db_path = tmp_path / "db"
+    run(["mneme", "record", "-rdb", str(db_path), "--", str(example_binaries / "tree_search"),
+         *ARGS["tree_search"]])
+    (inst,) = RecordDB(db_path).instances
+    ok = run(["mneme", "replay", "-rdb", str(db_path), "--iterations", "3", "default<O2>"])
+    summary = json.loads(ok.stdout)
+    assert summary["outcome"] == "verified" and len(summary["samples_ms"]) == 3
+    assert summary["resources"]["registers"] > 0 and "ptxas" in summary["compile_seconds"]
+    seed = run(["mneme-replay", "-rdb", str(db_path / f"{inst.static_hash}.json"),
+                "-rid", inst.dynamic_hash, "--baseline", "original"])
+    assert json.loads(seed.stdout)["outcome"] == "verified"
+    broken = run(["mneme", "replay", "-rdb", str(db_path), "--grid", "1"], check=False)
+    assert broken.returncode == 1
+    assert json.loads(broken.stdout)["mismatches"][0]["buffer"].startswith("allocation 0x")

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import typer
 
-from mneme_cc.cli import config_command, inspect_command, ls_command, record_command, show_command
+from mneme_cc.cli import (
+    config_command,
+    inspect_command,
+    ls_command,
+    record_command,
+    replay_command,
+    show_command,
+)
 
 app = typer.Typer(
     name="mneme",
@@ -51,3 +58,4 @@ app.command("record", add_help_option=False, context_settings={
     "allow_extra_args": True})(_record)
 app.command("ls")(ls_command.ls)
 app.command("show")(show_command.show)
+app.command("replay")(replay_command.replay)

@@ -53,7 +53,11 @@ class Device:
 
     def __init__(self, ordinal: int = 0):
         drv = _driver()
-        err, = drv.cuInit(0)
+        try:
+            err, = drv.cuInit(0)
+        except Exception:  # noqa: BLE001 - cuda-bindings raises when libcuda is absent
+            raise DeviceError("no NVIDIA driver here (libcuda cannot be loaded): replay needs "
+                              "an NVIDIA GPU") from None
         if err != drv.CUresult.CUDA_SUCCESS:
             raise DeviceError("no usable NVIDIA GPU: the CUDA driver did not initialise "
                               f"({err.name}); replay needs one")

@@ -1,0 +1,155 @@
+"""`mneme replay -rdb DIR [-rid ID | --kernel NAME] [options] [PIPELINE]`.
+
+Exit status: 0 verified, 1 failed verification, 2 usage or environment error.
+JSON on stdout when piped (or with --json), a table on a terminal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from mneme_cc.cli._errors import reports_errors
+
+#: Exit status when the replayed kernel does not reproduce the epilogue.
+EXIT_FAILED_VERIFICATION = 1
+
+
+def _dims(text: Optional[str], name: str):
+    from mneme_cc.errors import UsageError
+
+    if text is None:
+        return None
+    try:
+        dims = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise UsageError(f"{name} '{text}' is not X[,Y[,Z]]") from None
+    return tuple(dims + [1] * (3 - len(dims)))
+
+
+def _indices(text: Optional[str]) -> tuple[int, ...]:
+    from mneme_cc.errors import UsageError
+
+    if not text:
+        return ()
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise UsageError(f"--specialize-args '{text}' is not a list of parameter indices") \
+            from None
+
+
+def find_instance(database: Path, rid: Optional[str], kernel: Optional[str]):
+    """The instance the user means: by id, by kernel, or the only one."""
+    from mneme_cc.errors import UsageError
+    from mneme_cc.recorddb import RecordDB
+
+    static = None
+    if database.suffix == ".json" and database.is_file():  # the seed form: DIR/<static>.json
+        static, database = database.stem, database.parent
+    db = RecordDB(database)
+    candidates = db.instances
+    if static:
+        candidates = [i for i in candidates if i.static_hash == static]
+    if kernel:
+        wanted = db.kernel(kernel)
+        candidates = [i for i in candidates if i.static_hash == wanted.static_hash]
+    if rid:
+        candidates = [i for i in candidates if rid in (i.name, i.dynamic_hash)]
+    if len(candidates) != 1:
+        what = "no instance" if not candidates else f"{len(candidates)} instances"
+        raise UsageError(f"{what} in {database} match; choose one with -rid "
+                         "(`mneme ls` lists them)")
+    return candidates[0]
+
+
+def result_summary(inst, result) -> dict:
+    return {
+        "instance": inst.name, "kernel": inst.kernel_name, "outcome": result.outcome,
+        "config": json.loads(result.config.to_json()),
+        "mismatches": [dataclasses.asdict(m) for m in result.mismatches],
+        "samples_ms": result.samples_ms, "median_ms": result.median_ms,
+        "min_ms": result.min_ms, "mean_ms": result.mean_ms, "stdev_ms": result.stdev_ms,
+        "in_app_ms": inst.in_app_ms,
+        "resources": dataclasses.asdict(result.resources) if result.resources else None,
+        "compile_seconds": result.compile_seconds, "cache_hit": result.cache_hit,
+    }
+
+
+@reports_errors
+def replay(
+    database: Annotated[Path, typer.Option("-rdb", "--rdb",
+                                           help="The record database (or DIR/<static>.json).")],
+    pipeline: Annotated[Optional[str], typer.Argument(
+        help="default<O0>..default<O3>, or a comma list of passes.")] = None,
+    rid: Annotated[Optional[str], typer.Option("-rid", "--rid",
+                                               help="Instance: <static>.<dynamic> or dynamic hash.")] = None,
+    kernel: Annotated[Optional[str], typer.Option(help="Kernel (name or static hash).")] = None,
+    baseline: Annotated[Optional[str], typer.Option(
+        help="original (the application's kernel) or ir (recorded IR, recorded settings).")] = None,
+    config_file: Annotated[Optional[Path], typer.Option("--config",
+                                                        help="A ReplayConfig as JSON.")] = None,
+    grid: Annotated[Optional[str], typer.Option(help="X[,Y[,Z]]")] = None,
+    block: Annotated[Optional[str], typer.Option(help="X[,Y[,Z]]")] = None,
+    specialize_args: Annotated[Optional[str], typer.Option(help="Parameter indices, e.g. 3,4.")] = None,
+    specialize_dims: Annotated[bool, typer.Option(help="Make blockDim/gridDim constants.")] = False,
+    launch_bounds: Annotated[bool, typer.Option(help="Emit launch bounds.")] = False,
+    min_blocks: Annotated[Optional[int], typer.Option(help="Min blocks per SM (launch bounds).")] = None,
+    max_registers: Annotated[Optional[int], typer.Option(help="ptxas -maxrregcount.")] = None,
+    ptxas_opt: Annotated[int, typer.Option("--ptxas-O", help="ptxas -O level.")] = 3,
+    iterations: Annotated[int, typer.Option(help="Timed launches.")] = 20,
+    warmup: Annotated[int, typer.Option(help="Untimed launches first.")] = 3,
+    device: Annotated[int, typer.Option(help="GPU ordinal.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Replay one recorded instance under a configuration: verify it, time it."""
+    from mneme_cc.replay.config import ReplayConfig
+    from mneme_cc.replay.replayer import Replayer
+
+    if config_file is not None:
+        config = ReplayConfig.from_json(config_file.read_text())
+    else:
+        config = ReplayConfig(
+            grid=_dims(grid, "--grid"), block=_dims(block, "--block"),
+            pipeline=pipeline or "default<O3>", ptxas_opt_level=ptxas_opt,
+            max_registers=max_registers, specialize_args=_indices(specialize_args),
+            specialize_dims=specialize_dims, launch_bounds=launch_bounds,
+            min_blocks_per_sm=min_blocks, iterations=iterations, warmup=warmup,
+            baseline=baseline)
+    if config.baseline is None:
+        from mneme_cc.replay.jit import Pipeline
+
+        Pipeline.parse(config.pipeline)  # a bad pipeline is a usage error before any GPU work
+    inst = find_instance(database, rid, kernel)
+    # Damaged artifacts are reported before any GPU work.
+    code = inst.db.kernel(inst.static_hash)
+    code.image() if config.baseline == "original" else code.bitcode()
+    inst.prologue, inst.epilogue  # noqa: B018 - read and checked here
+    with Replayer(inst, device=device) as replayer:
+        result = replayer.replay(config)
+    summary = result_summary(inst, result)
+    if as_json or not sys.stdout.isatty():
+        print(json.dumps(summary, indent=2))
+    else:
+        from rich.console import Console
+
+        console = Console()
+        colour = "green" if result.verified else "red"
+        console.print(f"[bold]{inst.entry['demangled']}[/] {inst.name}: "
+                      f"[{colour}]{result.outcome}[/]")
+        console.print(f"  median {result.median_ms:.4f} ms (min {result.min_ms:.4f}, "
+                      f"stdev {result.stdev_ms:.4f}; in-app {inst.in_app_ms:.4f} ms)")
+        if result.resources:
+            r = result.resources
+            console.print(f"  {r.registers} registers, {r.spill_stores}/{r.spill_loads} bytes "
+                          f"spilled, {r.shared_bytes} bytes smem")
+        for m in result.mismatches:
+            console.print(f"  [red]{m.buffer}[/]: {m.differing_bytes} bytes differ, first at "
+                          f"{m.first_offsets}")
+    if not result.verified:
+        raise typer.Exit(EXIT_FAILED_VERIFICATION)
