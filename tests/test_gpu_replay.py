@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import EXAMPLE_NAMES, run
+from conftest import EXAMPLE_NAMES, run, tool_env
 from test_gpu_record import ARGS
 
 from mneme_cc.recorddb import RecordDB
@@ -80,7 +80,9 @@ def test_cli_exit_statuses_and_json(example_binaries, tmp_path):
     run(["mneme", "record", "-rdb", str(db_path), "--", str(example_binaries / "tree_search"),
          *ARGS["tree_search"]])
     (inst,) = RecordDB(db_path).instances
-    ok = run(["mneme", "replay", "-rdb", str(db_path), "--iterations", "3", "default<O2>"])
+    env = tool_env(MNEME_CACHE_DIR=str(tmp_path / "cache"))
+    ok = run(["mneme", "replay", "-rdb", str(db_path), "--iterations", "3", "default<O2>"],
+             env=env)
     summary = json.loads(ok.stdout)
     assert summary["outcome"] == "verified" and len(summary["samples_ms"]) == 3
     assert summary["resources"]["registers"] > 0 and "ptxas" in summary["compile_seconds"]

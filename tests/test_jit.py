@@ -176,3 +176,22 @@ def test_compile_cache_hits_and_misses(bitcode, tmp_path):
     assert not compile_kernel(bitcode, "irhash", other_n, ReplayConfig(specialize_args=(3,)),
                               "sm_90", cache_dir=tmp_path).cache_hit
     assert not [p for p in tmp_path.rglob("*") if ".tmp." in p.name]
+
+
+@pytest.mark.parametrize("log", [
+    # ptxas's own lines (nvJitLink 13.5)
+    "ptxas info    : Compiling entry function 'k' for 'sm_90'\n"
+    "ptxas         .     16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\n"
+    "ptxas info    : Used 40 registers, used 0 barriers, 16 bytes cumulative stack size\n"
+    "info    : used 40 registers, used 0 barriers, 16 stack, 1024 bytes smem, "
+    "536 bytes cmem[0], 16 bytes lmem\n",
+    # nvJitLink's summary alone (seen with nvJitLink 13.0)
+    "info    : 0 bytes gmem\ninfo    : Function properties for 'k':\n"
+    "info    : used 40 registers, used 0 barriers, 16 stack, 1024 bytes smem, "
+    "536 bytes cmem[0], 16 bytes lmem\n",
+])
+def test_resource_reports_of_both_formats(log):
+    from mneme_cc.replay.cubin import parse_resources
+
+    r = parse_resources(log, "k")
+    assert (r.registers, r.local_bytes, r.shared_bytes, r.constant_bytes) == (40, 16, 1024, 536)

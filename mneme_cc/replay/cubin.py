@@ -48,18 +48,27 @@ def ptxas_options(config: ReplayConfig, arch: str) -> list[str]:
 
 
 def parse_resources(log: str, kernel: str) -> Resources:
-    """The ptxas report for kernel (`-verbose`)."""
-    section = log[log.find(f"'{kernel}'"):] if f"'{kernel}'" in log else log
+    """The resource report for kernel (`-verbose`).
 
-    def number(pattern: str) -> int:
-        m = re.search(pattern, section)
-        return int(m.group(1)) if m else 0
+    nvJitLink writes ptxas's own lines ("Used 20 registers", "0 bytes stack
+    frame, 0 bytes spill stores, ...") and/or its summary ("used 20
+    registers, ..., 0 stack, 0 bytes smem, 536 bytes cmem[0], 0 bytes lmem").
+    """
+    at = log.find(f"'{kernel}'")
+    section = log[at:] if at >= 0 else log
+
+    def number(*patterns: str) -> int:
+        for pattern in patterns:
+            m = re.search(pattern, section, re.IGNORECASE)
+            if m:
+                return int(m.group(1))
+        return 0
 
     return Resources(
-        registers=number(r"Used (\d+) registers"),
+        registers=number(r"used (\d+) registers"),
         spill_stores=number(r"(\d+) bytes spill stores"),
         spill_loads=number(r"(\d+) bytes spill loads"),
-        local_bytes=number(r"(\d+) bytes stack frame"),
+        local_bytes=number(r"(\d+) bytes stack frame", r"(\d+) stack\b", r"(\d+) bytes lmem"),
         shared_bytes=number(r"(\d+) bytes smem"),
         constant_bytes=number(r"(\d+) bytes cmem\[0\]"))
 
