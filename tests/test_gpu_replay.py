@@ -92,3 +92,18 @@ def test_cli_exit_statuses_and_json(example_binaries, tmp_path):
     broken = run(["mneme", "replay", "-rdb", str(db_path), "--grid", "1"], check=False)
     assert broken.returncode == 1
     assert json.loads(broken.stdout)["mismatches"][0]["buffer"].startswith("allocation 0x")
+
+
+def test_policies_apply_per_buffer(example_binaries, tmp_path):
+    """A tolerance on one argument's buffer excuses it; the others still count."""
+    db_path = tmp_path / "db"
+    run(["mneme", "record", "-rdb", str(db_path), "--", str(example_binaries / "tree_search"),
+         *ARGS["tree_search"]])
+    (inst,) = RecordDB(db_path).instances
+    depths = int(inst.arg_as(3, np.uint64))
+    loose = {"arg:2": {"dtype": "float32", "abs": 1e9}}  # results: anything goes
+    with Replayer(inst, cache_dir=tmp_path / "cache") as replayer:
+        result = replayer.replay(ReplayConfig(grid=(1, 1, 1), iterations=1, warmup=0,
+                                              verify=loose))
+    assert [m.buffer for m in result.mismatches] == [f"allocation {depths:#x}"]
+    assert result.mismatches[0].count > 0

@@ -44,6 +44,20 @@ def _indices(text: Optional[str]) -> tuple[int, ...]:
             from None
 
 
+def _policies(path: Optional[Path]) -> dict:
+    from mneme_cc.errors import UsageError
+
+    if path is None:
+        return {}
+    try:
+        spec = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(spec, dict):
+        raise UsageError(f"{path}: policies are an object keyed by buffer")
+    return spec
+
+
 def find_instance(database: Path, rid: Optional[str], kernel: Optional[str]):
     """The instance the user means: by id, by kernel, or the only one."""
     from mneme_cc.errors import UsageError
@@ -104,6 +118,8 @@ def replay(
     ptxas_opt: Annotated[int, typer.Option("--ptxas-O", help="ptxas -O level.")] = 3,
     iterations: Annotated[int, typer.Option(help="Timed launches.")] = 20,
     warmup: Annotated[int, typer.Option(help="Untimed launches first.")] = 3,
+    verify: Annotated[Optional[Path], typer.Option(
+        help="Per-buffer verification policies as JSON (docs/replay.md).")] = None,
     device: Annotated[int, typer.Option(help="GPU ordinal.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
@@ -120,12 +136,15 @@ def replay(
             max_registers=max_registers, specialize_args=_indices(specialize_args),
             specialize_dims=specialize_dims, launch_bounds=launch_bounds,
             min_blocks_per_sm=min_blocks, iterations=iterations, warmup=warmup,
-            baseline=baseline)
+            baseline=baseline, verify=_policies(verify))
     if config.baseline is None:
         from mneme_cc.replay.jit import Pipeline
 
         Pipeline.parse(config.pipeline)  # a bad pipeline is a usage error before any GPU work
     inst = find_instance(database, rid, kernel)
+    from mneme_cc.replay.verify import policies_for
+
+    policies_for(config.verify, inst.params, inst.args, inst.prologue.allocations)
     # Damaged artifacts are reported before any GPU work.
     code = inst.db.kernel(inst.static_hash)
     code.image() if config.baseline == "original" else code.bitcode()
@@ -149,7 +168,8 @@ def replay(
             console.print(f"  {r.registers} registers, {r.spill_stores}/{r.spill_loads} bytes "
                           f"spilled, {r.shared_bytes} bytes smem")
         for m in result.mismatches:
-            console.print(f"  [red]{m.buffer}[/]: {m.differing_bytes} bytes differ, first at "
-                          f"{m.first_offsets}")
+            worst = f", worst abs {m.worst_abs:.3g}" if m.worst_abs is not None else ""
+            console.print(f"  [red]{m.buffer}[/]: {m.count} element(s) differ{worst}, first at "
+                          f"{m.first_indices}")
     if not result.verified:
         raise typer.Exit(EXIT_FAILED_VERIFICATION)

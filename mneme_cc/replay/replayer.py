@@ -15,22 +15,13 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from mneme_cc.recorddb import Instance
 from mneme_cc.replay import device as dev
 from mneme_cc.replay.compiler import compile_kernel
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.cubin import Resources
 from mneme_cc.replay.jit import KernelLaunch
-
-
-@dataclass
-class Mismatch:
-    buffer: str            # "allocation 0x...", or the global's name
-    address: int
-    differing_bytes: int
-    first_offsets: list[int]
+from mneme_cc.replay.verify import Mismatch, compare, policies_for
 
 
 @dataclass
@@ -155,25 +146,21 @@ class Replayer:
         dev.check(launch(function, *grid, *block, smem, self.device.stream, self.params.address,
                          *extra), "launching the kernel")
 
-    def _verify(self, globals_: dict[str, int]) -> list[Mismatch]:
+    def _verify(self, globals_: dict[str, int], config: ReplayConfig) -> list[Mismatch]:
+        inst = self.instance
+        epilogue = inst.epilogue
+        policies = policies_for(config.verify, inst.params, inst.args, epilogue.allocations)
         out = []
-        epilogue = self.instance.epilogue
         for region in epilogue.allocations:
+            name = f"allocation {region.address:#x}"
             got = dev.copy_from_device(region.address, region.size)
-            out += self._compare(f"allocation {region.address:#x}", region.address, got,
-                                 region.read())
+            out.append(compare(name, region.address, got, region.read(), policies.get(name)))
         for region in epilogue.globals:
             if region.name in globals_:
                 got = dev.copy_from_device(globals_[region.name], region.size)
-                out += self._compare(region.name, globals_[region.name], got, region.read())
-        return out
-
-    @staticmethod
-    def _compare(name: str, address: int, got: np.ndarray, want: np.ndarray) -> list[Mismatch]:
-        differ = np.flatnonzero(got != want)
-        if not differ.size:
-            return []
-        return [Mismatch(name, address, int(differ.size), [int(i) for i in differ[:8]])]
+                out.append(compare(region.name, globals_[region.name], got, region.read(),
+                                   policies.get(region.name)))
+        return [m for m in out if m is not None]
 
     def replay(self, config: ReplayConfig | None = None) -> ReplayResult:
         config = config or ReplayConfig()
@@ -191,7 +178,7 @@ class Replayer:
         self._restore(globals_)
         self._launch(function, grid, block, smem, inst.cooperative)
         dev.check(drv.cuStreamSynchronize(stream), "running the kernel")
-        mismatches = self._verify(globals_)
+        mismatches = self._verify(globals_, config)
         samples = []
         for i in range(config.warmup + config.iterations):
             self._restore(globals_)

@@ -1,0 +1,73 @@
+"""CPU tier: verification policies (the comparison replay runs after a launch)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mneme_cc.errors import UsageError
+from mneme_cc.replay.verify import Policy, compare, policies_for
+
+
+def as_bytes(a: np.ndarray) -> np.ndarray:
+    return np.frombuffer(a.tobytes(), np.uint8)
+
+
+def test_bitwise_by_default_names_the_first_bytes():
+    want = np.arange(100, dtype=np.float32)
+    got = want.copy()
+    assert compare("b", 0x1000, as_bytes(got), as_bytes(want)) is None
+    got[7] = np.nextafter(got[7], np.float32(1e9))
+    m = compare("b", 0x1000, as_bytes(got), as_bytes(want))
+    assert m.buffer == "b" and m.count == 1 and m.first_indices == [28]  # byte offset
+
+
+@pytest.mark.parametrize("policy, verdict", [
+    ({"dtype": "float64", "abs": 1e-12}, True),
+    ({"dtype": "float64", "abs": 1e-16}, False),
+    ({"dtype": "float64", "rel": 1e-12}, True),
+    ({"dtype": "float64", "ulp": 2}, False),
+    ({"dtype": "float64", "ulp": 2000}, True),
+    ({"dtype": "float64", "norm": "linf", "abs": 1e-12}, True),
+    ({"dtype": "float64", "norm": "l2", "rel": 1e-20}, False),
+])
+def test_tolerances(policy, verdict):
+    want = np.linspace(1.0, 2.0, 1000)
+    got = want + 1e-13
+    result = compare("x", 0, as_bytes(got), as_bytes(want), Policy.parse(policy, "x"))
+    assert (result is None) == verdict
+    if result is not None:
+        assert result.worst_abs == pytest.approx(1e-13, rel=0.1) and result.count > 0
+
+
+def test_nan_must_meet_nan_and_ulp_spans_zero():
+    want = np.array([np.nan, 1.0, -0.0], np.float32)
+    assert compare("x", 0, as_bytes(want.copy()), as_bytes(want),
+                   Policy(dtype="float32", abs=1.0)) is None
+    got = np.array([1.0, 1.0, 0.0], np.float32)
+    m = compare("x", 0, as_bytes(got), as_bytes(want), Policy(dtype="float32", abs=1.0))
+    assert m.first_indices == [0]
+    tiny = np.array([np.nextafter(np.float32(0), np.float32(1))], np.float32)
+    assert compare("x", 0, as_bytes(tiny), as_bytes(-tiny), Policy(dtype="float32", ulp=2)) is None
+
+
+def test_policies_address_buffers_by_argument_and_address():
+    class Region:
+        def __init__(self, address, size):
+            self.address, self.size = address, size
+
+    regions = [Region(0x200000000000, 4096), Region(0x200000200000, 4096)]
+    params = [{"offset": 0, "size": 8}, {"offset": 8, "size": 4}]
+    args = (0x200000200010).to_bytes(8, "little") + bytes(4)
+    out = policies_for({"arg:0": {"dtype": "float32", "ulp": 4},
+                        "0x200000000000": {"dtype": "int32"}, "c_weights": {}},
+                       params, args, regions)
+    assert set(out) == {"allocation 0x200000200000", "allocation 0x200000000000", "c_weights"}
+    with pytest.raises(UsageError, match="not a pointer"):
+        policies_for({"arg:1": {}}, params, args, regions)
+    with pytest.raises(UsageError, match="unknown field"):
+        Policy.parse({"dtype": "float32", "tolerance": 1}, "x")
+    with pytest.raises(UsageError, match="needs a dtype"):
+        Policy.parse({"abs": 1e-3}, "x")
+    with pytest.raises(UsageError, match="norm must be"):
+        Policy.parse({"dtype": "float32", "norm": "l7"}, "x")
