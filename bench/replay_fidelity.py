@@ -41,7 +41,7 @@ def main() -> None:
                     res = r.replay(ReplayConfig(baseline="original", iterations=args.iterations))
                 ratio = res.median_ms / inst.in_app_ms
                 ratios.append(ratio)
-                print(f"{name:12s} {inst.entry["demangled"][:48]:48s} in-app {inst.in_app_ms:8.4f} ms  "
+                print(f"{name:12s} {inst.entry['demangled'][:48]:48s} in-app {inst.in_app_ms:8.4f} ms  "
                       f"replay median {res.median_ms:8.4f} ms  ratio {ratio:5.2f}  "
                       f"{'verified' if res.verified else 'FAILED'}")
     print(f"median ratio over {len(ratios)} instances: {statistics.median(ratios):.3f}")

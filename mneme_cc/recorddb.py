@@ -157,6 +157,11 @@ class Instance:
     def name(self) -> str:
         return f"{self.static_hash}.{self.dynamic_hash}"
 
+    @property
+    def module(self):
+        """The instance's kernel module through llvmlite (see Kernel.module)."""
+        return self.db.kernel(self.static_hash).module
+
     def arg(self, index: int) -> bytes:
         p = self.params[index]
         return self.args[p["offset"]:p["offset"] + p["size"]]
@@ -223,6 +228,17 @@ class Kernel:
         if _native().content_hash(data) != ir["content_hash"]:
             raise RecordDBError(f"{path}: corrupt (content hash mismatch)")
         return data
+
+    @functools.cached_property
+    def module(self):
+        """The kernel's device module as an llvmlite ModuleRef, for analysis
+        (`module.get_function(kernel.name).blocks`, `.instructions`, ...)."""
+        import llvmlite.binding as llvm
+
+        try:
+            return llvm.parse_bitcode(self.bitcode())
+        except RuntimeError as exc:
+            raise RecordDBError(f"{self.ir_path}: LLVM cannot read it ({exc})") from None
 
     def image(self) -> bytes | None:
         """The application's own compiled image (a fatbinary), if it was stored."""

@@ -33,7 +33,8 @@ def scalar_params(inst) -> tuple[int, ...]:
 
 def configs(inst) -> list[ReplayConfig]:
     quick = dict(iterations=3, warmup=1)
-    out = [ReplayConfig(baseline="original", **quick), ReplayConfig(baseline="ir", **quick)]
+    out = [ReplayConfig(baseline="original", **quick), ReplayConfig(baseline="ir", **quick),
+           ReplayConfig(flush_l2=True, **quick)]
     for level in range(4):
         out.append(ReplayConfig(pipeline=f"default<O{level}>", **quick))
         out.append(ReplayConfig(pipeline=f"default<O{level}>", specialize_args=scalar_params(inst),
@@ -86,6 +87,7 @@ def test_cli_exit_statuses_and_json(example_binaries, tmp_path):
     summary = json.loads(ok.stdout)
     assert summary["outcome"] == "verified" and len(summary["samples_ms"]) == 3
     assert summary["resources"]["registers"] > 0 and "ptxas" in summary["compile_seconds"]
+    assert 0 < summary["occupancy"] <= 1 and summary["max_threads_per_block"] >= 256
     seed = run(["mneme-replay", "-rdb", str(db_path / f"{inst.static_hash}.json"),
                 "-rid", inst.dynamic_hash, "--baseline", "original"])
     assert json.loads(seed.stdout)["outcome"] == "verified"

@@ -324,3 +324,26 @@ def test_recorder_exports_only_cuda_entry_points():
     assert {"cudaMalloc", "cudaFree", "cudaLaunchKernel", "__cudaRegisterFatBinary",
             "__cudaLaunchKernel", "__mneme_register_ir_v1"} <= names
     assert not [s for s in symbols if s.startswith("_ZN")]  # no C++ symbols leak
+
+
+def test_instance_module_is_the_kernels_ir(synthetic, tmp_path):
+    """`inst.module`: the recorded IR through llvmlite, for analysis."""
+    from mneme_cc.embedded import read_embedded_modules
+
+    path, *_ = synthetic
+    obj = tmp_path / "add.o"
+    source = tmp_path / "add.cu"
+    source.write_text("__global__ void add(const float *a, const float *b, float *c, int n)"
+                      " { int i = threadIdx.x; if (i < n) c[i] = a[i] + b[i]; }\n")
+    run(["mneme-cxx", "-O2", "-c", str(source), "-o", str(obj)])
+    (module,) = read_embedded_modules(obj)
+    (path / "RecordedIR_00112233445566aa.bc").write_bytes(module.bitcode)
+    kernel_json = path / "00112233445566aa.json"
+    description = json.loads(kernel_json.read_text())
+    description["ir"]["content_hash"] = _native.content_hash(module.bitcode)
+    kernel_json.write_text(json.dumps(description))
+    (inst,) = RecordDB(path).instances
+    function = inst.module.get_function("_Z3addPKfS0_Pfi")
+    assert not function.is_declaration
+    opcodes = {i.opcode for b in function.blocks for i in b.instructions}
+    assert {"fadd", "load", "store"} <= opcodes

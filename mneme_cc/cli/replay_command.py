@@ -92,6 +92,8 @@ def result_summary(inst, result) -> dict:
         "in_app_ms": inst.in_app_ms,
         "resources": dataclasses.asdict(result.resources) if result.resources else None,
         "compile_seconds": result.compile_seconds, "cache_hit": result.cache_hit,
+        "occupancy": result.occupancy, "max_threads_per_block": result.max_threads_per_block,
+        "cubin_bytes": result.cubin_bytes,
     }
 
 
@@ -118,6 +120,7 @@ def replay(
     ptxas_opt: Annotated[int, typer.Option("--ptxas-O", help="ptxas -O level.")] = 3,
     iterations: Annotated[int, typer.Option(help="Timed launches.")] = 20,
     warmup: Annotated[int, typer.Option(help="Untimed launches first.")] = 3,
+    flush_l2: Annotated[bool, typer.Option(help="Flush L2 before every timed launch.")] = False,
     verify: Annotated[Optional[Path], typer.Option(
         help="Per-buffer verification policies as JSON (docs/replay.md).")] = None,
     device: Annotated[int, typer.Option(help="GPU ordinal.")] = 0,
@@ -136,7 +139,7 @@ def replay(
             max_registers=max_registers, specialize_args=_indices(specialize_args),
             specialize_dims=specialize_dims, launch_bounds=launch_bounds,
             min_blocks_per_sm=min_blocks, iterations=iterations, warmup=warmup,
-            baseline=baseline, verify=_policies(verify))
+            baseline=baseline, verify=_policies(verify), flush_l2=flush_l2)
     if config.baseline is None:
         from mneme_cc.replay.jit import Pipeline
 

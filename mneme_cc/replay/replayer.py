@@ -13,6 +13,7 @@ verified against the recorded epilogue and the very same binary is timed.
 from __future__ import annotations
 
 import statistics
+import time
 from dataclasses import dataclass, field
 
 from mneme_cc.recorddb import Instance
@@ -33,6 +34,11 @@ class ReplayResult:
     resources: Resources | None
     compile_seconds: dict[str, float] = field(default_factory=dict)
     cache_hit: bool = False
+    occupancy: float = 0.0              # theoretical: resident warps / the SM's maximum
+    max_threads_per_block: int = 0      # what the compiled kernel allows
+    cubin_bytes: int = 0
+    # Seconds spent replaying: load (module), restore, launch (first, verified), verify, time.
+    replay_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def outcome(self) -> str:
@@ -91,12 +97,15 @@ class Replayer:
         self.start = dev.check(drv.cuEventCreate(0), "creating an event")
         self.stop = dev.check(drv.cuEventCreate(0), "creating an event")
         self.params = dev.KernelParams(inst.args, inst.params)
+        self.flush = None  # twice the L2, written before a launch when flush_l2 is set
         return self
 
     def __exit__(self, *exc) -> None:
         drv = dev._driver()
         for _, copy, _ in self.pristine:
             drv.cuMemFree(copy)
+        if self.flush:
+            drv.cuMemFree(self.flush[0])
         self.window.close()
         self.device.close()
 
@@ -139,6 +148,28 @@ class Replayer:
             if region.name in globals_:
                 dev.copy_to_device(globals_[region.name], region.read())
 
+    def _flush_l2(self) -> None:
+        drv = dev._driver()
+        if self.flush is None:
+            attr = drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE
+            size = 2 * dev.check(drv.cuDeviceGetAttribute(attr, self.device.handle), "L2 size")
+            self.flush = (int(dev.check(drv.cuMemAlloc(size), "allocating the L2 flush")), size)
+        address, size = self.flush
+        dev.check(drv.cuMemsetD8Async(address, 0, size, self.device.stream), "flushing L2")
+
+    def _occupancy(self, function, block, smem: int) -> tuple[float, int]:
+        drv = dev._driver()
+        threads = block[0] * block[1] * block[2]
+        blocks = dev.check(drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(function, threads, smem),
+                           "computing occupancy")
+        attr = drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR
+        per_sm = dev.check(drv.cuDeviceGetAttribute(attr, self.device.handle), "reading the SM")
+        limit = dev.check(drv.cuFuncGetAttribute(
+            drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function),
+            "reading the kernel's limits")
+        warps = -(-threads // 32)
+        return min(1.0, blocks * warps / (per_sm // 32)), int(limit)
+
     def _launch(self, function, grid, block, smem: int, cooperative: bool) -> None:
         drv = dev._driver()
         launch = drv.cuLaunchCooperativeKernel if cooperative else drv.cuLaunchKernel
@@ -166,7 +197,20 @@ class Replayer:
         config = config or ReplayConfig()
         drv = dev._driver()
         inst = self.instance
+        clock = time.perf_counter()
+        spent: dict[str, float] = {}
+
+        def lap(name: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            spent[name] = spent.get(name, 0.0) + now - clock
+            clock = now
+
         function, globals_, compiled = self._load(config)
+        if compiled:
+            spent["compile"] = sum(compiled.seconds.values())
+            clock += spent["compile"]
+        lap("load")
         grid = config.grid or inst.grid
         block = config.block or inst.block
         smem = inst.shared_mem_bytes if config.shared_mem_bytes is None else config.shared_mem_bytes
@@ -176,12 +220,18 @@ class Replayer:
         stream = self.device.stream
         # Verify the first launch; time the same binary afterwards.
         self._restore(globals_)
+        dev.check(drv.cuStreamSynchronize(stream), "restoring")
+        lap("restore")
         self._launch(function, grid, block, smem, inst.cooperative)
         dev.check(drv.cuStreamSynchronize(stream), "running the kernel")
+        lap("launch")
         mismatches = self._verify(globals_, config)
+        lap("verify")
         samples = []
         for i in range(config.warmup + config.iterations):
             self._restore(globals_)
+            if config.flush_l2:
+                self._flush_l2()
             dev.check(drv.cuEventRecord(self.start, stream), "timing")
             self._launch(function, grid, block, smem, inst.cooperative)
             dev.check(drv.cuEventRecord(self.stop, stream), "timing")
@@ -189,7 +239,10 @@ class Replayer:
             if i >= config.warmup:
                 samples.append(float(dev.check(drv.cuEventElapsedTime(self.start, self.stop),
                                                "timing")))
+        lap("time")
+        occupancy, limit = self._occupancy(function, block, smem)
         return ReplayResult(config, not mismatches, mismatches, samples,
                             compiled.resources if compiled else None,
                             compiled.seconds if compiled else {},
-                            compiled.cache_hit if compiled else False)
+                            compiled.cache_hit if compiled else False,
+                            occupancy, limit, len(compiled.cubin) if compiled else 0, spent)
