@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
-from dataclasses import dataclass, field
 
 from mneme_cc.recorddb import Instance
 from mneme_cc.replay import device as dev
