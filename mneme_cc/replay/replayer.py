@@ -23,6 +23,7 @@ from mneme_cc.replay import device as dev
 from mneme_cc.replay.compiler import compile_kernel
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.cubin import Resources
+from mneme_cc.replay.gpu_compare import GpuComparer
 from mneme_cc.replay.jit import KernelLaunch
 from mneme_cc.replay.verify import Mismatch, compare, policies_for
 
@@ -101,6 +102,8 @@ class Replayer:
         self.params = dev.KernelParams(inst.args, inst.params)
         self.flush = None  # twice the L2, written before a launch when flush_l2 is set
         self._epilogue_cache: dict = {}
+        self._expected_dev: dict[int, int] = {}
+        self._comparer: GpuComparer | None = None
         return self
 
     def __exit__(self, *exc) -> None:
@@ -109,6 +112,10 @@ class Replayer:
             drv.cuMemFree(copy)
         if self.flush:
             drv.cuMemFree(self.flush[0])
+        for copy in self._expected_dev.values():
+            drv.cuMemFree(copy)
+        if self._comparer:
+            self._comparer.close()
         self.window.close()
         self.device.close()
 
@@ -187,16 +194,36 @@ class Replayer:
             self._epilogue_cache[key] = region.read()
         return self._epilogue_cache[key]
 
+    def _expected_on_device(self, region) -> int:
+        """A device copy of a region's recorded epilogue, made on first use."""
+        if region.address not in self._expected_dev:
+            drv = dev._driver()
+            copy = int(dev.check(drv.cuMemAlloc(max(region.size, 1)), "allocating"))
+            dev.copy_to_device(copy, self._expected(region))
+            self._expected_dev[region.address] = copy
+        return self._expected_dev[region.address]
+
     def _verify(self, globals_: dict[str, int], config: ReplayConfig) -> list[Mismatch]:
+        """Every allocation compared on the device; only differing ones come to the host."""
         inst = self.instance
         epilogue = inst.epilogue
         policies = policies_for(config.verify, inst.params, inst.args, epilogue.allocations)
+        if self._comparer is None:
+            self._comparer = GpuComparer(self.device)
         out = []
+        written = {address for address, _, _ in self.pristine}
         for region in epilogue.allocations:
             name = f"allocation {region.address:#x}"
+            count, _ = self._comparer.differing(region.address, self._expected_on_device(region),
+                                                region.size)
+            if not count:
+                continue
             got = dev.copy_from_device(region.address, region.size)
             out.append(compare(name, region.address, got, self._expected(region),
                                policies.get(name)))
+            if region.address not in written:  # the recording never wrote it: put it back
+                dev.copy_to_device(region.address,
+                                   inst.prologue.region(region.address, region.kind).read())
         for region in epilogue.globals:
             if region.name in globals_:
                 got = dev.copy_from_device(globals_[region.name], region.size)
