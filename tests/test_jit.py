@@ -195,3 +195,20 @@ def test_resource_reports_of_both_formats(log):
 
     r = parse_resources(log, "k")
     assert (r.registers, r.local_bytes, r.shared_bytes, r.constant_bytes) == (40, 16, 1024, 536)
+
+
+def test_the_device_compare_kernel_compiles():
+    """Verification's compare kernel goes through the same llvmlite + nvJitLink path."""
+    import llvmlite.binding as llvm
+
+    from mneme_cc.replay.cubin import compile_cubin
+    from mneme_cc.replay.gpu_compare import COMPARE_IR, KERNEL
+
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    module = llvm.parse_assembly(COMPARE_IR)
+    module.verify()
+    ptx = llvm.Target.from_triple(module.triple).create_target_machine(
+        cpu="sm_90", opt=3).emit_assembly(module)
+    assert f".entry {KERNEL}(" in ptx and "atom.global.add.u64" in ptx
+    assert compile_cubin(ptx, KERNEL, ReplayConfig(), "sm_90").data[:4] == b"\x7fELF"
