@@ -211,9 +211,10 @@ cudaError_t cudaLaunchCooperativeKernel(const void *Func, dim3 Grid, dim3 Block,
   LaunchRequest R =
       request("cudaLaunchCooperativeKernel", Func, Grid, Block, Args, SharedMem, Stream);
   R.Cooperative = true;
-  R.Launch = [&] {
+  auto Real = [&] {
     return MNEME_REAL(cudaLaunchCooperativeKernel)(Func, Grid, Block, Args, SharedMem, Stream);
   };
+  R.Launch = Real;
   return Recorder::get().launch(R);
 }
 
@@ -230,7 +231,8 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *Config, const void *Fu
     else if (A.id == cudaLaunchAttributeClusterDimension)
       R.Cluster = dim3(A.val.clusterDim.x, A.val.clusterDim.y, A.val.clusterDim.z);
   }
-  R.Launch = [&] { return MNEME_REAL(cudaLaunchKernelExC)(Config, Func, Args); };
+  auto Real = [&] { return MNEME_REAL(cudaLaunchKernelExC)(Config, Func, Args); };
+  R.Launch = Real;
   return Recorder::get().launch(R);
 }
 

@@ -6,6 +6,7 @@
 #ifndef MNEME_RECORDER_RECORDER_H
 #define MNEME_RECORDER_RECORDER_H
 
+#include "CallRef.h"
 #include "DatabaseWriter.h"
 #include "DeviceSnapshot.h"
 #include "Registry.h"
@@ -14,7 +15,6 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,7 +33,8 @@ struct LaunchRequest {
   size_t SharedMem = 0;
   cudaStream_t Stream = nullptr;
   bool Cooperative = false;
-  std::function<cudaError_t()> Launch; // the application's launch, unchanged
+  // The application's launch, unchanged (set it from a named callable).
+  CallRef<cudaError_t> Launch;
 };
 
 class Recorder {
@@ -41,10 +42,10 @@ public:
   static Recorder &get();
 
   cudaError_t allocate(void **Ptr, size_t Size, const char *Api,
-                       const std::function<cudaError_t()> &Real);
-  cudaError_t release(void *Ptr, const std::function<cudaError_t()> &Real);
+                       CallRef<cudaError_t> Real);
+  cudaError_t release(void *Ptr, CallRef<cudaError_t> Real);
   cudaError_t releaseAsync(void *Ptr, cudaStream_t Stream,
-                           const std::function<cudaError_t()> &Real);
+                           CallRef<cudaError_t> Real);
   void noteManaged(void *Ptr, size_t Size);
   void deviceReset();
   cudaError_t launch(const LaunchRequest &R);

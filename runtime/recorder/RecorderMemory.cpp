@@ -8,7 +8,7 @@
 namespace mneme::recorder {
 
 cudaError_t Recorder::allocate(void **Ptr, size_t Size, const char *Api,
-                               const std::function<cudaError_t()> &Real) {
+                               CallRef<cudaError_t> Real) {
   std::lock_guard<std::mutex> G(Lock);
   if (!Ptr || Size == 0 || !start())
     return Real();
@@ -39,7 +39,7 @@ cudaError_t Recorder::allocate(void **Ptr, size_t Size, const char *Api,
   return Result;
 }
 
-cudaError_t Recorder::release(void *Ptr, const std::function<cudaError_t()> &Real) {
+cudaError_t Recorder::release(void *Ptr, CallRef<cudaError_t> Real) {
   std::lock_guard<std::mutex> G(Lock);
   uint64_t P = reinterpret_cast<uint64_t>(Ptr);
   if (State == Mode::Recording && Window.isOpen() && Window.contains(P)) {
@@ -74,7 +74,7 @@ void Recorder::drainFrees() {
 }
 
 cudaError_t Recorder::releaseAsync(void *Ptr, cudaStream_t Stream,
-                                   const std::function<cudaError_t()> &Real) {
+                                   CallRef<cudaError_t> Real) {
   std::lock_guard<std::mutex> G(Lock);
   uint64_t P = reinterpret_cast<uint64_t>(Ptr);
   if (State == Mode::Recording && Window.isOpen() && Window.contains(P)) {
