@@ -100,6 +100,8 @@ class Replayer:
         self.start = dev.check(drv.cuEventCreate(0), "creating an event")
         self.stop = dev.check(drv.cuEventCreate(0), "creating an event")
         self.params = dev.KernelParams(inst.args, inst.params)
+        # Globals are restored before every launch: read (and decompress) them once.
+        self.prologue_globals = [(g.name, g.read()) for g in prologue.globals]
         self.flush = None  # twice the L2, written before a launch when flush_l2 is set
         self._epilogue_cache: dict = {}
         self._expected_dev: dict[int, int] = {}
@@ -154,9 +156,9 @@ class Replayer:
         drv = dev._driver()
         for address, copy, size in self.pristine:
             dev.check(drv.cuMemcpyDtoDAsync(address, copy, size, self.device.stream), "restoring")
-        for region in self.instance.prologue.globals:
-            if region.name in globals_:
-                dev.copy_to_device(globals_[region.name], region.read())
+        for name, data in self.prologue_globals:
+            if name in globals_:
+                dev.copy_to_device(globals_[name], data)
 
     def _flush_l2(self) -> None:
         drv = dev._driver()
