@@ -7,7 +7,6 @@ variables, which `RecordSettings.environment()` derives from the flags.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -81,13 +80,14 @@ class RecordSettings:
         if any(self.database.iterdir()) and not existing.exists():
             raise UsageError(f"{self.database} is not empty and is not a record database: "
                              "choose another -rdb directory")
-        # The marker first: a database is readable from its first moment on
-        # (the recorder writes the same file, keeping whichever came first).
+        # The database exists before the application starts, so it is readable
+        # from its first moment on (the recorder opens the same one).
         from mneme_cc import _native
 
-        marker = json.dumps({"format": "mneme-record-db",
-                             "version": _native.STORE_FORMAT_VERSION}, separators=(",", ":"))
-        _native.write_file_atomic(str(existing), marker.encode(), exclusive=True)
+        try:
+            _native.init_database(str(self.database))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
 
     def environment(self, base: dict[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ if base is None else base)

@@ -31,9 +31,7 @@ def _chunks(db: Path, data: bytes) -> list[tuple[int, str]]:
 def make_database(db: Path, a: np.ndarray, b: np.ndarray, out_after: np.ndarray) -> dict:
     """One kernel `add(float const*, float const*, float*, int)`, one instance:
     allocations a, b and out (zeros before, out_after after)."""
-    db.mkdir(parents=True)
-    (db / "index").mkdir()
-    (db / "database.json").write_text(json.dumps({"format": "mneme-record-db", "version": 1}))
+    _native.init_database(str(db))
     base = 0x200000000000
     out_before = np.zeros_like(out_after)
     allocs = [(base, a.tobytes()), (base + 0x200000, b.tobytes()), (base + 0x400000,

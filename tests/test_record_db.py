@@ -347,3 +347,15 @@ def test_instance_module_is_the_kernels_ir(synthetic, tmp_path):
     assert not function.is_declaration
     opcodes = {i.opcode for b in function.blocks for i in b.instructions}
     assert {"fadd", "load", "store"} <= opcodes
+
+
+def test_a_database_of_another_version_is_not_written_into(tmp_path):
+    db = tmp_path / "db"
+    _native.init_database(str(db))
+    assert json.loads((db / "database.json").read_text()) == {
+        "format": "mneme-record-db", "version": _native.STORE_FORMAT_VERSION}
+    _native.init_database(str(db))  # reopening is fine
+    (db / "database.json").write_text('{"format":"mneme-record-db","version":2}')
+    proc = run(["mneme", "record", "-rdb", str(db), "--", "true"], check=False)
+    assert proc.returncode == 2 and f"{db / 'database.json'}: a record database of another" \
+        in proc.stderr

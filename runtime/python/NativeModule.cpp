@@ -134,6 +134,12 @@ void writeFileAtomic(const std::string &Path, nb::bytes Data, bool Exclusive) {
     throw nb::value_error(Error.c_str());
 }
 
+void initDatabase(const std::string &Dir) {
+  std::string Error;
+  if (!store::initDatabase(Dir, Error))
+    throw nb::value_error(Error.c_str());
+}
+
 } // namespace
 
 NB_MODULE(_native, m) {
@@ -159,6 +165,9 @@ NB_MODULE(_native, m) {
   m.def("decode_state", &decodeState, nb::arg("data"), "Decode manifest bytes.");
   m.def("encode_state", &encodeState, nb::arg("state"),
         "Encode a manifest dict (as read_state returns) into bytes.");
+  m.def("init_database", &initDatabase, nb::arg("dir"),
+        "Create or open a record database (index/, chunks/, database.json).");
+  m.attr("DATABASE_MARKER") = store::databaseMarker();
   m.def("write_file_atomic", &writeFileAtomic, nb::arg("path"), nb::arg("data"),
         nb::arg("exclusive") = false,
         "Write through a temporary file and a rename (or link, if exclusive).");

@@ -108,18 +108,7 @@ bool Recorder::start() {
   // instances still on their way to the host need the context.
   std::atexit([] { Recorder::get().finish(); });
   std::string Error;
-  if (!store::makeDirectories(O.Database + "/index", Error) ||
-      !store::makeDirectories(O.Database + "/chunks", Error)) {
-    report(Error + "; recording is off, the application runs unrecorded");
-    return false;
-  }
-  JsonWriter Marker;
-  Marker.beginObject()
-      .field("format", "mneme-record-db")
-      .field("version", static_cast<uint64_t>(store::FormatVersion))
-      .endObject();
-  if (!store::writeFileAtomic(O.Database + "/database.json", Marker.str(), Error, true) &&
-      !Error.empty()) {
+  if (!store::initDatabase(O.Database, Error)) {
     report(Error + "; recording is off, the application runs unrecorded");
     return false;
   }

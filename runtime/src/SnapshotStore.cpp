@@ -76,6 +76,28 @@ bool makeDirectories(const std::string &Path, std::string &Error) {
   return true;
 }
 
+std::string databaseMarker() {
+  return "{\"format\":\"mneme-record-db\",\"version\":" + std::to_string(FormatVersion) +
+         "}";
+}
+
+bool initDatabase(const std::string &Dir, std::string &Error) {
+  if (!makeDirectories(Dir + "/index", Error) || !makeDirectories(Dir + "/chunks", Error))
+    return false;
+  const std::string Marker = Dir + "/database.json";
+  if (!writeFileAtomic(Marker, databaseMarker(), Error, /*Exclusive=*/true) && !Error.empty())
+    return false;
+  std::string Found;
+  if (!readFile(Marker, Found, Error))
+    return false;
+  if (Found != databaseMarker()) {
+    Error = Marker + ": a record database of another format (" + Found + "); this mneme-cc "
+            "writes " + databaseMarker() + ": choose another directory";
+    return false;
+  }
+  return true;
+}
+
 bool writeFileAtomic(const std::string &Path, std::string_view Data,
                      std::string &Error, bool Exclusive) {
   Error.clear();

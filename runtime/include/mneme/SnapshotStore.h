@@ -98,6 +98,14 @@ bool readFile(const std::string &Path, std::string &Out, std::string &Error);
 // mkdir -p.
 bool makeDirectories(const std::string &Path, std::string &Error);
 
+// The content of a database's `database.json` (its format and version).
+std::string databaseMarker();
+
+// Creates or opens a record database: DIR/index, DIR/chunks and
+// DIR/database.json (the first process to get there writes it).  False,
+// naming the file, when DIR cannot be written or holds another version.
+bool initDatabase(const std::string &Dir, std::string &Error);
+
 } // namespace mneme::store
 
 #endif
