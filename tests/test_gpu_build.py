@@ -56,7 +56,8 @@ def clang_builds(tmp_path: Path) -> dict[str, Path]:
     if prebuilt:
         return {name: Path(prebuilt) / name for name in ("mneme", "clang")}
     if not shutil.which("clang-22") and not os.environ.get("MNEME_CLANG"):
-        pytest.skip("needs clang-22 here, or MNEME_PREBUILT with builds made elsewhere")
+        pytest.fail("the GPU tier needs builds of the multi sample: clang-22 here, or "
+                    "MNEME_PREBUILT with builds made elsewhere (bench/README.md)")
     toolkit = toolchain.require_cuda_toolkit()
     run(["make", "-j4", f"BUILD={tmp_path / 'mneme'}"], cwd=MULTI)
     plain_flags = shlex.join([*toolchain.cuda_compile_flags(toolkit, plugin=None),
