@@ -199,13 +199,11 @@ def test_resource_reports_of_both_formats(log):
 
 def test_the_device_compare_kernel_compiles():
     """Verification's compare kernel goes through the same llvmlite + nvJitLink path."""
-    import llvmlite.binding as llvm
-
     from mneme_cc.replay.cubin import compile_cubin
     from mneme_cc.replay.gpu_compare import COMPARE_IR, KERNEL
+    from mneme_cc.replay.jit import llvm_binding
 
-    llvm.initialize_all_targets()
-    llvm.initialize_all_asmprinters()
+    llvm = llvm_binding()
     module = llvm.parse_assembly(COMPARE_IR)
     module.verify()
     ptx = llvm.Target.from_triple(module.triple).create_target_machine(

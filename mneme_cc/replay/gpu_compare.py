@@ -71,14 +71,12 @@ class GpuComparer:
     """Counts differing bytes between device buffers, on the device."""
 
     def __init__(self, device: dev.Device):
-        import llvmlite.binding as llvm
-
         from mneme_cc.replay.config import ReplayConfig
         from mneme_cc.replay.cubin import compile_cubin
+        from mneme_cc.replay.jit import llvm_binding
 
         drv = dev._driver()
-        llvm.initialize_all_targets()
-        llvm.initialize_all_asmprinters()
+        llvm = llvm_binding()
         module = llvm.parse_assembly(COMPARE_IR)
         machine = llvm.Target.from_triple(module.triple).create_target_machine(
             cpu=device.arch, opt=3)

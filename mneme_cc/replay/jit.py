@@ -19,7 +19,8 @@ from mneme_cc.errors import UsageError
 from mneme_cc.replay.config import ReplayConfig
 
 
-def _llvm():
+def llvm_binding():
+    """llvmlite.binding with every target and asm printer ready (NVPTX among them)."""
     import llvmlite.binding as llvm
 
     llvm.initialize_all_targets()
@@ -29,7 +30,7 @@ def _llvm():
 
 def named_passes() -> dict[str, str]:
     """Pass names a pipeline may list -> llvmlite's ModulePassManager method."""
-    llvm = _llvm()
+    llvm = llvm_binding()
     methods = [m for m in dir(llvm.ModulePassManager)
                if m.startswith("add_") and m.endswith("_pass")]
     # Printers and viewers write files or open windows: not optimisations.
@@ -175,7 +176,7 @@ def specialize(text: str, launch: KernelLaunch, config: ReplayConfig) -> str:
 def compile_ptx(bitcode: bytes, launch: KernelLaunch, config: ReplayConfig,
                 arch: str) -> JitResult:
     """The recorded module compiled for arch (e.g. "sm_90") as `config` says."""
-    llvm = _llvm()
+    llvm = llvm_binding()
     seconds: dict[str, float] = {}
     t = time.perf_counter()
     module = llvm.parse_bitcode(bitcode)
