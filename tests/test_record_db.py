@@ -359,3 +359,16 @@ def test_a_database_of_another_version_is_not_written_into(tmp_path):
     proc = run(["mneme", "record", "-rdb", str(db), "--", "true"], check=False)
     assert proc.returncode == 2 and f"{db / 'database.json'}: a record database of another" \
         in proc.stderr
+
+
+def test_a_format_1_database_still_reads():
+    """A database written with format 1, kept in the tree: a change to the
+    layout that does not bump the version breaks this."""
+    db = RecordDB(Path(__file__).parent / "fixtures" / "record-db-v1")
+    db.verify()
+    (inst,) = db.instances
+    a = np.arange(3000, dtype=np.float32)
+    out = int(inst.arg_as(2, np.uint64))
+    assert np.array_equal(inst.prologue.region(out).array(np.float32), np.zeros(3000))
+    assert np.array_equal(inst.epilogue.region(out).array(np.float32), a + 0.5)
+    assert inst.grid == (4, 1, 1) and db.kernels[0].demangled.startswith("add(")
