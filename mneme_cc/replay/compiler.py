@@ -9,6 +9,7 @@ a temporary name and renamed, so concurrent compilers share one cache.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -37,6 +38,7 @@ def default_cache_dir() -> Path:
     return Path(base) / "mneme-cc" / "jit"
 
 
+@functools.cache
 def _toolchain_versions() -> dict[str, str]:
     import llvmlite
     import llvmlite.binding as llvm

@@ -10,6 +10,7 @@ result before anything else runs.
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
 import time
@@ -28,6 +29,7 @@ def llvm_binding():
     return llvm
 
 
+@functools.cache
 def named_passes() -> dict[str, str]:
     """Pass names a pipeline may list -> llvmlite's ModulePassManager method."""
     llvm = llvm_binding()
