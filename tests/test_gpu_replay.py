@@ -109,3 +109,57 @@ def test_policies_apply_per_buffer(example_binaries, tmp_path):
                                               verify=loose))
     assert [m.buffer for m in result.mismatches] == [f"allocation {depths:#x}"]
     assert result.mismatches[0].count > 0
+
+
+def test_emit_writes_what_ran(example_binaries, tmp_path):
+    import json
+
+    db_path = tmp_path / "db"
+    run(["mneme", "record", "-rdb", str(db_path), "--", str(example_binaries / "vector_add")])
+    out = run(["mneme", "replay", "-rdb", str(db_path), "--iterations", "1", "--specialize-args",
+               "3", "--emit", str(tmp_path / "emitted")],
+              env=tool_env(MNEME_CACHE_DIR=str(tmp_path / "cache")))
+    assert json.loads(out.stdout)["outcome"] == "verified"
+    (inst,) = RecordDB(db_path).instances
+    ptx = (tmp_path / "emitted" / "kernel.ptx").read_text()
+    assert f".entry {inst.kernel_name}(" in ptx and f"{inst.kernel_name}_param_3" not in ptx
+    assert f"@{inst.kernel_name}(" in (tmp_path / "emitted" / "kernel.ll").read_text()
+    assert (tmp_path / "emitted" / "kernel.cubin").read_bytes()[:4] == b"\x7fELF"
+
+
+def test_an_older_gpu_than_recorded_is_exit_2(example_binaries, tmp_path):
+    import json
+
+    db_path = tmp_path / "db"
+    run(["mneme", "record", "-rdb", str(db_path), "--", str(example_binaries / "vector_add")])
+    (entry,) = (db_path / "index").glob("*.json")
+    data = json.loads(entry.read_text())
+    data["device"]["arch"] = "sm_120"  # as if recorded on a newer GPU than this one
+    entry.write_text(json.dumps(data))
+    result = run(["mneme", "replay", "-rdb", str(db_path)], check=False)
+    assert result.returncode == 2 and "older than the recorded sm_120" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_a_window_already_taken_is_a_clear_error(example_binaries, tmp_path):
+    from mneme_cc.replay import device as dev
+
+    db_path = tmp_path / "db"
+    run(["mneme", "record", "-rdb", str(db_path), "--", str(example_binaries / "vector_add")])
+    (inst,) = RecordDB(db_path).instances
+    gpu = dev.Device(0)
+    drv = dev._driver()
+    base, size = inst.window["base"], inst.window["size"]
+    # Something else in this process holds the recorded window.
+    taken = dev.check(drv.cuMemAddressReserve(size, 0, base, 0), "reserving")
+    try:
+        assert int(taken) == base
+        with pytest.raises(dev.DeviceError, match=rf"window \[{base:#x}, .* is not available"):
+            with Replayer(inst, cache_dir=tmp_path / "cache"):
+                pass
+    finally:
+        drv.cuMemAddressFree(taken, size)
+        gpu.close()
+    # Once it is free again, the same process replays.
+    with Replayer(inst, cache_dir=tmp_path / "cache") as replayer:
+        assert replayer.replay(ReplayConfig(iterations=1, warmup=0)).verified

@@ -105,6 +105,11 @@ def test_config_round_trips_and_grounds():
     # A baseline compiles nothing of the config's: compile fields do not matter.
     assert ReplayConfig(baseline="original", pipeline="default<O1>").key() == \
         ReplayConfig(baseline="original").key()
+    # A pass list takes no tuning options; default<On> does.
+    off = {"loop_unrolling": False}
+    assert ReplayConfig(pipeline="sroa,gvn", tuning=off).key() == \
+        ReplayConfig(pipeline="sroa,gvn").key()
+    assert ReplayConfig(tuning=off).key() != ReplayConfig().key()
 
 
 def json_dict(config: ReplayConfig) -> dict:
@@ -120,10 +125,27 @@ def json_dict(config: ReplayConfig) -> dict:
     ({"max_registers": 4}, "max_registers must be 16..255"),
     ({"iterations": 0}, "iterations must be >= 1"),
     ({"pipline": "default<O3>"}, "unknown ReplayConfig field"),
+    ({"tuning": {"unroll": True}}, "unknown tuning option 'unroll'"),
+    ({"tuning": {"loop_unrolling": 1}}, "loop_unrolling takes a bool"),
 ])
 def test_config_rejects_bad_fields(fields, message):
     with pytest.raises(UsageError, match=message):
         ReplayConfig.from_json(fields)
+
+
+def test_tuning_options_reach_the_pipeline(tmp_path):
+    """spmv's row loop: O3 unrolls it unless loop_unrolling is off."""
+    obj = tmp_path / "cg.o"
+    run(["mneme-cxx", "-O3", "-c", str(EXAMPLES / "cg" / "cg.cu"), f"-I{EXAMPLES / 'common'}",
+         "-o", str(obj)])
+    (module,) = read_embedded_modules(obj)
+    (spmv,) = [k.name for k in module.kernels if "spmv" in k.name]
+    launch = KernelLaunch(spmv, (10, 1, 1), (128, 1, 1), bytes(48),
+                          ((0, 4), (8, 8), (16, 8), (24, 8), (32, 8), (40, 8)))
+    unrolled = compile_ptx(module.bitcode, launch, ReplayConfig(), "sm_90").ptx
+    rolled = compile_ptx(module.bitcode, launch,
+                         ReplayConfig(tuning={"loop_unrolling": False}), "sm_90").ptx
+    assert rolled.count("ld.global") < unrolled.count("ld.global")
 
 
 def test_floating_point_scalars_specialise(tmp_path):
@@ -168,6 +190,9 @@ def test_compile_cache_hits_and_misses(bitcode, tmp_path):
     assert not first.cache_hit and {"parse", "optimize", "codegen", "ptxas"} <= set(first.seconds)
     again = compile_(ReplayConfig(specialize_args=(3,), iterations=99, flush_l2=True))
     assert again.cache_hit and again.cubin == first.cubin and again.seconds == {}
+    # What ran can be shown from a hit as from a miss: the IR, PTX and cubin.
+    assert again.ir == first.ir and f"@{KERNEL}(" in first.ir
+    assert again.ptx == first.ptx
     assert not compile_(ReplayConfig(specialize_args=(3,), max_registers=32)).cache_hit
     assert not compile_(ReplayConfig()).cache_hit
     # Launch-bound values without launch bounds are the same binary.

@@ -44,6 +44,23 @@ def _indices(text: Optional[str]) -> tuple[int, ...]:
             from None
 
 
+def _tuning(text: Optional[str]) -> dict:
+    """`loop_unrolling=false,inlining_threshold=500` -> {name: bool | int}."""
+    from mneme_cc.errors import UsageError
+
+    out: dict = {}
+    for item in filter(None, (text or "").split(",")):
+        name, _, value = item.partition("=")
+        if value.lower() in ("true", "false"):
+            out[name.strip()] = value.lower() == "true"
+        else:
+            try:
+                out[name.strip()] = int(value)
+            except ValueError:
+                raise UsageError(f"--tuning '{item}' is not NAME=true|false|INTEGER") from None
+    return out
+
+
 def _policies(path: Optional[Path]) -> dict:
     from mneme_cc.errors import UsageError
 
@@ -112,6 +129,8 @@ def replay(
                                                         help="A ReplayConfig as JSON.")] = None,
     grid: Annotated[Optional[str], typer.Option(help="X[,Y[,Z]]")] = None,
     block: Annotated[Optional[str], typer.Option(help="X[,Y[,Z]]")] = None,
+    tuning: Annotated[Optional[str], typer.Option(
+        help="LLVM tuning options, e.g. loop_unrolling=false,inlining_threshold=500.")] = None,
     specialize_args: Annotated[Optional[str], typer.Option(help="Parameter indices, e.g. 3,4.")] = None,
     specialize_dims: Annotated[bool, typer.Option(help="Make blockDim/gridDim constants.")] = False,
     launch_bounds: Annotated[bool, typer.Option(help="Emit launch bounds.")] = False,
@@ -124,9 +143,12 @@ def replay(
     verify: Annotated[Optional[Path], typer.Option(
         help="Per-buffer verification policies as JSON (docs/replay.md).")] = None,
     device: Annotated[int, typer.Option(help="GPU ordinal.")] = 0,
+    emit: Annotated[Optional[Path], typer.Option(
+        help="Write the IR, PTX and cubin that ran into this directory.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Replay one recorded instance under a configuration: verify it, time it."""
+    from mneme_cc.errors import UsageError
     from mneme_cc.replay.config import ReplayConfig
     from mneme_cc.replay.replayer import Replayer
 
@@ -135,7 +157,7 @@ def replay(
     else:
         config = ReplayConfig(
             grid=_dims(grid, "--grid"), block=_dims(block, "--block"),
-            pipeline=pipeline or "default<O3>", ptxas_opt_level=ptxas_opt,
+            pipeline=pipeline or "default<O3>", tuning=_tuning(tuning), ptxas_opt_level=ptxas_opt,
             max_registers=max_registers, specialize_args=_indices(specialize_args),
             specialize_dims=specialize_dims, launch_bounds=launch_bounds,
             min_blocks_per_sm=min_blocks, iterations=iterations, warmup=warmup,
@@ -144,6 +166,9 @@ def replay(
         from mneme_cc.replay.jit import Pipeline
 
         Pipeline.parse(config.pipeline)  # a bad pipeline is a usage error before any GPU work
+    if emit is not None and config.baseline == "original":
+        raise UsageError("--emit writes what mneme-cc compiled; the 'original' baseline runs "
+                         "the application's own binary")
     inst = find_instance(database, rid, kernel)
     from mneme_cc.replay.verify import policies_for
 
@@ -155,6 +180,8 @@ def replay(
     with Replayer(inst, device=device) as replayer:
         result = replayer.replay(config)
     summary = result_summary(inst, result)
+    if emit is not None:
+        summary["emitted"] = [str(p) for p in result.emit(emit)]
     if as_json or not sys.stdout.isatty():
         print(json.dumps(summary, indent=2))
     else:

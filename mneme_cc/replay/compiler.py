@@ -29,6 +29,7 @@ class CompiledKernel:
     resources: Resources
     seconds: dict[str, float] = field(default_factory=dict)  # per stage; empty on a hit
     cache_hit: bool = False
+    ir: str = ""               # the module after the transforms and the pipeline
 
 
 def default_cache_dir() -> Path:
@@ -76,15 +77,15 @@ def compile_kernel(bitcode: bytes, ir_hash: str, launch: KernelLaunch, config: R
     cache = cache_dir or default_cache_dir()
     key = cache_key(ir_hash, launch, config, arch)
     entry = cache / key[:2] / key
-    if (entry / "meta.json").exists():
+    if (entry / "meta.json").exists() and (entry / "kernel.ll").exists():
         meta = json.loads((entry / "meta.json").read_text())
         return CompiledKernel((entry / "kernel.cubin").read_bytes(),
                               (entry / "kernel.ptx").read_text(), Resources(**meta["resources"]),
-                              {}, cache_hit=True)
+                              {}, cache_hit=True, ir=(entry / "kernel.ll").read_text())
     jit = compile_ptx(bitcode, launch, config, arch)
     cubin = compile_cubin(jit.ptx, launch.name, config, arch)
     seconds = {**jit.seconds, "ptxas": cubin.seconds}
-    compiled = CompiledKernel(cubin.data, jit.ptx, cubin.resources, seconds)
+    compiled = CompiledKernel(cubin.data, jit.ptx, cubin.resources, seconds, ir=jit.ir)
     _store(entry, compiled)
     return compiled
 
@@ -94,6 +95,7 @@ def _store(entry: Path, compiled: CompiledKernel) -> None:
     tmp.mkdir(parents=True)
     (tmp / "kernel.cubin").write_bytes(compiled.cubin)
     (tmp / "kernel.ptx").write_text(compiled.ptx)
+    (tmp / "kernel.ll").write_text(compiled.ir)
     (tmp / "meta.json").write_text(json.dumps({"resources": asdict(compiled.resources),
                                                "seconds": compiled.seconds}))
     try:

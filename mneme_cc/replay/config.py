@@ -18,6 +18,10 @@ from mneme_cc.errors import UsageError
 
 Dim3 = tuple[int, int, int]
 BASELINES = ("original", "ir")
+#: LLVM's pipeline tuning options a `default<On>` pipeline takes, with their types.
+TUNING_OPTIONS = {"loop_unrolling": bool, "loop_vectorization": bool,
+                  "slp_vectorization": bool, "loop_interleaving": bool,
+                  "inlining_threshold": int}
 
 
 def _dim3(value: Any, name: str) -> Dim3 | None:
@@ -39,6 +43,7 @@ class ReplayConfig:
     shared_mem_bytes: int | None = None
     # Compilation of the recorded IR.
     pipeline: str = "default<O3>"
+    tuning: dict[str, Any] = field(default_factory=dict)  # TUNING_OPTIONS; {} LLVM's defaults
     codegen_opt_level: int = 3
     ptxas_opt_level: int = 3
     max_registers: int | None = None
@@ -71,6 +76,13 @@ class ReplayConfig:
             raise UsageError(f"max_registers must be 16..255, not {self.max_registers}")
         if self.iterations < 1 or self.warmup < 0:
             raise UsageError("iterations must be >= 1 and warmup >= 0")
+        for name, value in self.tuning.items():
+            kind = TUNING_OPTIONS.get(name)
+            if kind is None:
+                raise UsageError(f"unknown tuning option {name!r} (known: "
+                                 f"{', '.join(TUNING_OPTIONS)})")
+            if type(value) is not kind:
+                raise UsageError(f"tuning option {name} takes a {kind.__name__}, not {value!r}")
         if any(i < 0 for i in self.specialize_args):
             raise UsageError("specialize_args are parameter indices (>= 0)")
 
@@ -96,12 +108,15 @@ class ReplayConfig:
                 shared_mem_bytes=self.shared_mem_bytes, iterations=self.iterations,
                 warmup=self.warmup, flush_l2=self.flush_l2, verify=self.verify,
                 baseline=self.baseline)
+        grounded = self
+        if not self.pipeline.strip().startswith("default<"):
+            grounded = dataclasses.replace(grounded, tuning={})  # a pass list takes none
         if not self.launch_bounds:
-            return dataclasses.replace(self, max_threads=None, min_blocks_per_sm=None)
-        return self
+            grounded = dataclasses.replace(grounded, max_threads=None, min_blocks_per_sm=None)
+        return grounded
 
     #: The fields that change the compiled binary (the rest change how it runs).
-    COMPILE_FIELDS = ("pipeline", "codegen_opt_level", "ptxas_opt_level", "max_registers",
+    COMPILE_FIELDS = ("pipeline", "tuning", "codegen_opt_level", "ptxas_opt_level", "max_registers",
                       "specialize_args", "specialize_dims", "launch_bounds", "max_threads",
                       "min_blocks_per_sm")
 

@@ -41,7 +41,7 @@ def named_passes() -> dict[str, str]:
     # LLVM's own spellings of the common ones.
     aliases = {"instcombine": "instruction-combine", "gvn": "new-gvn", "dce": "dead-code-elimination",
                "adce": "aggressive-dce", "dse": "dead-store-elimination", "simplifycfg": "simplify-cfg",
-               "mem2reg": "register-to-memory", "loop-unroll": "loop-unroll", "licm": None,
+               "loop-unroll": "loop-unroll", "licm": None,
                "inline": "always-inliner", "globaldce": "global-dead-code-eliminate",
                "memcpyopt": "mem-copy-opt", "reassociate": "reassociate"}
     for alias, target in aliases.items():
@@ -201,6 +201,8 @@ def compile_ptx(bitcode: bytes, launch: KernelLaunch, config: ReplayConfig,
     pipeline = Pipeline.parse(config.pipeline)
     if pipeline.level is not None:
         options = llvm.create_pipeline_tuning_options(speed_level=pipeline.level)
+        for name, value in config.tuning.items():
+            setattr(options, name, value)
         builder = llvm.create_pass_builder(machine, options)
         builder.getModulePassManager().run(module, builder)
     else:

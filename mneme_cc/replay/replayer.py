@@ -15,12 +15,13 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from mneme_cc.recorddb import Instance
 from mneme_cc.replay import device as dev
-from mneme_cc.replay.compiler import compile_kernel
+from mneme_cc.replay.compiler import CompiledKernel, compile_kernel
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.cubin import Resources
 from mneme_cc.replay.gpu_compare import GpuComparer
@@ -42,6 +43,20 @@ class ReplayResult:
     cubin_bytes: int = 0
     # Seconds spent replaying: load (module), restore, launch (first, verified), verify, time.
     replay_seconds: dict[str, float] = field(default_factory=dict)
+    compiled: CompiledKernel | None = None  # the IR, PTX and cubin run; None for "original"
+
+    def emit(self, directory) -> list[Path]:
+        """Writes what was run (kernel.ll, kernel.ptx, kernel.cubin) into directory."""
+        if self.compiled is None:
+            return []
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        files = {"kernel.ll": self.compiled.ir, "kernel.ptx": self.compiled.ptx,
+                 "kernel.cubin": self.compiled.cubin}
+        for name, content in files.items():
+            path = directory / name
+            path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
+        return [directory / name for name in files]
 
     @property
     def outcome(self) -> str:
@@ -76,14 +91,33 @@ class Replayer:
         self.cache_dir = cache_dir
 
     def __enter__(self) -> Replayer:
-        inst = self.instance
         self.device = dev.Device(self.ordinal)
+        try:
+            self._open()
+        except BaseException:
+            self.device.close()
+            raise
+        return self
+
+    def _open(self) -> None:
+        inst = self.instance
         recorded = inst.device["arch"]
         if _arch_number(self.device.arch) < _arch_number(recorded):
             raise dev.DeviceError(f"this GPU is {self.device.arch}, older than the recorded "
                                   f"{recorded}: replay on a GPU at least as new")
         w = inst.window
         self.window = dev.Window(self.device, w["base"], w["size"], w["granularity"])
+        self.pristine: list[tuple[int, int, int]] = []  # (address, copy, size)
+        try:
+            self._restore_prologue()
+        except BaseException:
+            for _, copy, _ in self.pristine:
+                dev._driver().cuMemFree(copy)
+            self.window.close()  # unmaps and frees what was mapped
+            raise
+
+    def _restore_prologue(self) -> None:
+        inst = self.instance
         prologue, epilogue = inst.prologue, inst.epilogue
         self.allocations = prologue.allocations
         for region in self.allocations:
@@ -91,7 +125,6 @@ class Replayer:
             dev.copy_to_device(region.address, region.read())
         # A pristine device copy of every allocation the kernel writes.
         drv = dev._driver()
-        self.pristine = []
         for region in self.allocations:
             if epilogue.region(region.address, region.kind, region.name).chunks:
                 copy = dev.check(drv.cuMemAlloc(region.size), "allocating a pristine copy")
@@ -99,6 +132,7 @@ class Replayer:
                 self.pristine.append((region.address, int(copy), region.size))
         self.start = dev.check(drv.cuEventCreate(0), "creating an event")
         self.stop = dev.check(drv.cuEventCreate(0), "creating an event")
+        self.gate = dev.LaunchGate()
         self.params = dev.KernelParams(inst.args, inst.params)
         # Globals are restored before every launch: read (and decompress) them once.
         self.prologue_globals = [(g.name, g.read()) for g in prologue.globals]
@@ -106,7 +140,6 @@ class Replayer:
         self._epilogue_cache: dict = {}
         self._expected_dev: dict[int, int] = {}
         self._comparer: GpuComparer | None = None
-        return self
 
     def __exit__(self, *exc) -> None:
         drv = dev._driver()
@@ -118,6 +151,7 @@ class Replayer:
             drv.cuMemFree(copy)
         if self._comparer:
             self._comparer.close()
+        self.gate.close()
         self.window.close()
         self.device.close()
 
@@ -272,9 +306,13 @@ class Replayer:
             self._restore(globals_)
             if config.flush_l2:
                 self._flush_l2()
-            dev.check(drv.cuEventRecord(self.start, stream), "timing")
-            self._launch(function, grid, block, smem, inst.cooperative)
-            dev.check(drv.cuEventRecord(self.stop, stream), "timing")
+            self.gate.hold(stream)
+            try:
+                dev.check(drv.cuEventRecord(self.start, stream), "timing")
+                self._launch(function, grid, block, smem, inst.cooperative)
+                dev.check(drv.cuEventRecord(self.stop, stream), "timing")
+            finally:
+                self.gate.open()
             dev.check(drv.cuEventSynchronize(self.stop), "running the kernel")
             if i >= config.warmup:
                 samples.append(float(dev.check(drv.cuEventElapsedTime(self.start, self.stop),
@@ -285,4 +323,5 @@ class Replayer:
                             compiled.resources if compiled else None,
                             compiled.seconds if compiled else {},
                             compiled.cache_hit if compiled else False,
-                            occupancy, limit, len(compiled.cubin) if compiled else 0, spent)
+                            occupancy, limit, len(compiled.cubin) if compiled else 0, spent,
+                            compiled)
