@@ -24,7 +24,7 @@ from mneme_cc.replay.replayer import Replayer
 
 # Sizes at which kernels run for tens of microseconds or more; the recorder's
 # in-app figure is one launch, and shorter kernels vary by more than 5%.
-SIZES = {"vector_add": [], "cg": ["128", "30"], "stencil3d": ["128"], "tree_search": [],
+SIZES = {"vector_add": [], "cg": ["128", "30"], "stencil3d": ["96"], "tree_search": [],
          "atomic_sum": ["16777216"], "big_shared": ["2048"], "multi_tu": ["16777216"]}
 
 
@@ -38,6 +38,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         for name, app_args in SIZES.items():
             db_path = Path(scratch) / name
+            print(f"recording {name} {' '.join(app_args)}", flush=True)
             subprocess.run(["mneme", "record", "-rdb", str(db_path), "--",
                             str(args.examples / name), *app_args], check=True,
                            capture_output=True)
@@ -52,7 +53,7 @@ def main() -> None:
                 print(f"{name:11s} {inst.entry['demangled'][:40]:40s} in-app {inst.in_app_ms:8.4f} ms"
                       f"  replay {res.median_ms:8.4f} ms  ratio {ratio:5.3f}  "
                       f"(L2 flushed {flushed[-1]:5.3f})  "
-                      f"{'verified' if res.verified and cold.verified else 'FAILED'}")
+                      f"{'verified' if res.verified and cold.verified else 'FAILED'}", flush=True)
     within = sum(abs(r - 1) <= 0.05 for r in ratios)
     print(f"median ratio over {len(ratios)} instances: {statistics.median(ratios):.3f} "
           f"(L2 flushed {statistics.median(flushed):.3f}); within 5%: {within}/{len(ratios)}")

@@ -122,7 +122,9 @@ def test_emit_writes_what_ran(example_binaries, tmp_path):
     assert json.loads(out.stdout)["outcome"] == "verified"
     (inst,) = RecordDB(db_path).instances
     ptx = (tmp_path / "emitted" / "kernel.ptx").read_text()
-    assert f".entry {inst.kernel_name}(" in ptx and f"{inst.kernel_name}_param_3" not in ptx
+    # n (parameter 3) was specialised: declared, never loaded.
+    assert f".entry {inst.kernel_name}(" in ptx and f"[{inst.kernel_name}_param_3]" not in ptx
+    assert f"[{inst.kernel_name}_param_2]" in ptx
     assert f"@{inst.kernel_name}(" in (tmp_path / "emitted" / "kernel.ll").read_text()
     assert (tmp_path / "emitted" / "kernel.cubin").read_bytes()[:4] == b"\x7fELF"
 
