@@ -9,11 +9,13 @@ import typer
 
 from mneme_cc.cli import (
     config_command,
+    export_command,
     inspect_command,
     ls_command,
     record_command,
     replay_command,
     show_command,
+    tune_command,
 )
 
 app = typer.Typer(
@@ -59,3 +61,5 @@ app.command("record", add_help_option=False, context_settings={
 app.command("ls")(ls_command.ls)
 app.command("show")(show_command.show)
 app.command("replay")(replay_command.replay)
+app.command("tune")(tune_command.tune)
+app.command("export")(export_command.export)

@@ -18,7 +18,14 @@ from mneme_cc.errors import MnemeError, ToolchainError
 
 
 class DeviceError(MnemeError):
-    """The GPU, its driver or the recorded window is not usable for replay."""
+    """The GPU, its driver or the recorded window is not usable for replay.
+
+    `code` is the driver's error name (CUDA_ERROR_...) when a call failed.
+    """
+
+    def __init__(self, message: str, code: str | None = None):
+        super().__init__(message)
+        self.code = code
 
 
 def _driver():
@@ -35,7 +42,8 @@ def check(result, what: str):
     err, *values = result if isinstance(result, tuple) else (result,)
     if err != drv.CUresult.CUDA_SUCCESS:
         _, name = drv.cuGetErrorName(err)
-        raise DeviceError(f"{what}: {name.decode() if name else err}")
+        code = name.decode() if name else str(err)
+        raise DeviceError(f"{what}: {code}", code)
     if not values:
         return None
     return values[0] if len(values) == 1 else tuple(values)

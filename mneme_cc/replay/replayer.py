@@ -79,6 +79,21 @@ class ReplayResult:
         return statistics.stdev(self.samples_ms) if len(self.samples_ms) > 1 else 0.0
 
 
+def compile_instance(inst: Instance, config: ReplayConfig, arch: str,
+                     cache_dir=None) -> CompiledKernel:
+    """The instance's kernel compiled as `config` says (the "ir" baseline: at the
+    recorded settings), through the disk cache."""
+    kernel = inst.db.kernel(inst.static_hash)
+    if config.baseline == "ir":
+        meta = kernel.ir_metadata or {}
+        level = "0" if meta.get("o0_attributes_removed") else "3"
+        config = ReplayConfig(pipeline=f"default<O{level}>")
+    launch = KernelLaunch(inst.kernel_name, inst.grid, inst.block, inst.args,
+                          tuple((p["offset"], p["size"]) for p in inst.params))
+    ir = kernel.description["ir"]
+    return compile_kernel(kernel.bitcode(), ir["content_hash"], launch, config, arch, cache_dir)
+
+
 def _arch_number(arch: str) -> int:
     return int(arch.removeprefix("sm_").rstrip("a"))
 
@@ -167,15 +182,7 @@ class Replayer:
                                       "recorded")
             module = dev.check(drv.cuModuleLoadData(image), "loading the application's image")
         else:
-            if config.baseline == "ir":
-                meta = kernel.ir_metadata or {}
-                level = "0" if meta.get("o0_attributes_removed") else "3"
-                config = ReplayConfig(pipeline=f"default<O{level}>")
-            launch = KernelLaunch(inst.kernel_name, inst.grid, inst.block, inst.args,
-                                  tuple((p["offset"], p["size"]) for p in inst.params))
-            ir = kernel.description["ir"]
-            compiled = compile_kernel(kernel.bitcode(), ir["content_hash"], launch, config,
-                                      self.device.arch, self.cache_dir)
+            compiled = compile_instance(inst, config, self.device.arch, self.cache_dir)
             module = dev.check(drv.cuModuleLoadData(compiled.cubin), "loading the cubin")
         function = dev.check(drv.cuModuleGetFunction(module, inst.kernel_name.encode()),
                              "finding the kernel")

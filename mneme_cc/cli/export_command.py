@@ -1,0 +1,38 @@
+"""`mneme export -rdb DIR [BEST.json...] --proteus FILE --mneme FILE`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from mneme_cc.cli._errors import reports_errors
+
+
+@reports_errors
+def export(
+    best: Annotated[Optional[list[Path]], typer.Argument(
+        help="best.json files (default: every DIR/tune/*/best.json).")] = None,
+    database: Annotated[Optional[Path], typer.Option("-rdb", "--rdb",
+                                                     help="The record database.")] = None,
+    proteus: Annotated[Optional[Path], typer.Option(
+        help="PROTEUS_TUNED_KERNELS file to write or merge into.")] = None,
+    mneme: Annotated[Optional[Path], typer.Option(
+        help="mneme-cc's tuned-kernels file (full configs, launch geometry).")] = None,
+) -> None:
+    """Write the best verified configurations for deployment."""
+    from mneme_cc.errors import UsageError
+    from mneme_cc.tune.export import export as export_files
+    from mneme_cc.tune.export import find_best
+
+    if proteus is None and mneme is None:
+        raise UsageError("say where to write: --proteus FILE, --mneme FILE, or both")
+    files = list(best or [])
+    if database is not None:
+        files += find_best(database)
+    if not files:
+        raise UsageError("nothing to export: give best.json files or -rdb DIR with tuned "
+                         "studies (run `mneme tune` first)")
+    print(json.dumps(export_files(files, proteus, mneme), indent=2))

@@ -1,0 +1,128 @@
+"""`mneme tune -rdb DIR [-rid ID] --space ... --sampler ... --trials N ...`.
+
+Tunes one instance, or every replayable instance of the database in turn.
+Results go to the Optuna storage and to DIR/tune/<study>/ (trials.jsonl,
+best.json, summary.json). Exit status: 0 when a verified configuration was
+found for every instance tuned, 1 otherwise, 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from mneme_cc.cli._errors import reports_errors
+
+
+def _devices(text: str) -> list[int]:
+    from mneme_cc.errors import UsageError
+
+    try:
+        devices = [int(d) for d in text.split(",") if d.strip()]
+    except ValueError:
+        raise UsageError(f"--devices '{text}' is not a list of GPU ordinals") from None
+    if not devices:
+        raise UsageError("--devices names no GPU")
+    return devices
+
+
+@reports_errors
+def tune(
+    database: Annotated[Path, typer.Option("-rdb", "--rdb", help="The record database.")],
+    rid: Annotated[Optional[str], typer.Option("-rid", "--rid", help="One instance; default: "
+                                               "every replayable instance in turn.")] = None,
+    kernel: Annotated[Optional[str], typer.Option(help="Only this kernel's instances.")] = None,
+    space: Annotated[str, typer.Option(help="quick, standard, full, geometry, grid-stride, "
+                                       "or path.py:Class.")] = "standard",
+    sampler: Annotated[str, typer.Option(help="tpe, random, exhaustive, gp, cmaes, nsga2.")]
+    = "tpe",
+    trials: Annotated[int, typer.Option(help="Trials per instance.")] = 100,
+    timeout: Annotated[Optional[float], typer.Option(help="Seconds per instance.")] = None,
+    trial_timeout: Annotated[float, typer.Option(help="Seconds one trial may run.")] = 60.0,
+    objective: Annotated[str, typer.Option(help="time, registers, cubin_size; comma list for "
+                                           "a Pareto front.")] = "time",
+    workers: Annotated[Optional[int], typer.Option(help="Compile processes (default: cores).")]
+    = None,
+    devices: Annotated[str, typer.Option(help="GPU ordinals, e.g. 0,1.")] = "0",
+    storage: Annotated[Optional[str], typer.Option(help="Optuna storage URL (default: SQLite "
+                                                   "in the study's directory).")] = None,
+    study: Annotated[Optional[str], typer.Option(help="Study name (one instance only).")] = None,
+    resume: Annotated[bool, typer.Option(help="Continue an existing study.")] = False,
+    iterations: Annotated[int, typer.Option(help="Timed launches per trial.")] = 20,
+    warmup: Annotated[int, typer.Option(help="Untimed launches first.")] = 3,
+    seed: Annotated[Optional[int], typer.Option(help="Sampler seed.")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Output directory (one instance only).")]
+    = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summaries as JSON.")] = False,
+) -> None:
+    """Search configurations of recorded instances; keep the best verified one."""
+    from mneme_cc.errors import UsageError
+    from mneme_cc.recorddb import RecordDB
+    from mneme_cc.tune.samplers import SAMPLERS, parse_objectives
+    from mneme_cc.tune.tuner import Tuner, TuneSettings
+
+    objectives = parse_objectives(objective)
+    if sampler not in SAMPLERS:
+        raise UsageError(f"unknown sampler '{sampler}': use one of {', '.join(SAMPLERS)}")
+    if trials < 1:
+        raise UsageError("--trials must be at least 1")
+    db = RecordDB(database)
+    if rid or kernel:
+        from mneme_cc.cli.replay_command import find_instance
+
+        instances = [find_instance(database, rid, kernel)] if rid else \
+            [i for i in db.instances if i.static_hash == db.kernel(kernel).static_hash]
+    else:
+        instances = db.instances
+    instances = [i for i in instances if i.replayable]
+    if not instances:
+        raise UsageError(f"no replayable instance in {database} to tune (`mneme ls` says why)")
+    if len(instances) > 1 and (study or out):
+        raise UsageError("--study and --out name one study: choose one instance with -rid")
+    interactive = sys.stdout.isatty() and not as_json
+    summaries = []
+    for inst in instances:
+        settings = TuneSettings(
+            space=space, sampler=sampler, trials=trials, timeout=timeout,
+            objectives=objectives, devices=_devices(devices), compile_workers=workers,
+            trial_timeout=trial_timeout, iterations=iterations, warmup=warmup, storage=storage,
+            study_name=study, resume=resume, seed=seed, out_dir=out)
+        summaries.append(_tune_one(inst, settings, Tuner, interactive))
+    if not interactive:
+        print(json.dumps(summaries if len(summaries) > 1 else summaries[0], indent=2))
+    if any(s["best_median_ms"] is None for s in summaries):
+        raise typer.Exit(1)
+
+
+def _tune_one(inst, settings, tuner_class, interactive: bool) -> dict:
+    if not interactive:
+        return tuner_class(inst, settings).run()
+    from rich.console import Console
+    from rich.live import Live
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"[bold]{inst.entry.get('demangled', inst.kernel_name)}[/] {inst.name}")
+
+    def table(tuner) -> Table:
+        s = tuner.summary()
+        grid = Table.grid(padding=(0, 2))
+        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(s["outcomes"].items())) or "-"
+        best = f"{s['best_median_ms']:.4f} ms" if s["best_median_ms"] else "-"
+        speedup = f"{s['speedup']:.3f}x" if s["speedup"] else "-"
+        grid.add_row("trials", f"{s['trials']}/{settings.trials}", "outcomes", outcomes)
+        grid.add_row("best", best, "speedup", speedup)
+        grid.add_row("observations/s", f"{s['observations_per_second']:.1f}",
+                     "worker restarts", str(s["worker_restarts"]))
+        return grid
+
+    with Live(console=console, refresh_per_second=4) as live:
+        tuner = tuner_class(inst, settings, on_trial=lambda t, _: live.update(table(t)))
+        summary = tuner.run()
+        live.update(table(tuner))
+    console.print(f"results in {summary['output']}")
+    return summary

@@ -1,0 +1,131 @@
+"""Deployment files from tuned results (each study's `best.json`).
+
+* `PROTEUS_TUNED_KERNELS` JSON: an object keyed by the mangled kernel
+  symbol, every field Proteus reads written explicitly with the JSON type
+  it reads (strings, ints, bools), exactly as the configuration verified.
+  An existing file is merged into, not overwritten.
+* mneme-cc's own file: the full best ReplayConfig per kernel and recorded
+  launch shape (grid, block, dynamic shared memory), launch geometry
+  included, which Proteus cannot express.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from mneme_cc.errors import UsageError
+from mneme_cc.replay.config import ReplayConfig
+
+MNEME_FORMAT = {"format": "mneme-tuned-kernels", "version": 1}
+
+
+def proteus_entry(config: ReplayConfig, block: tuple[int, int, int]) -> dict[str, Any]:
+    """The Proteus fields for a verified config; an error if one cannot be said there."""
+    defaults = ReplayConfig()
+    unexpressed = [name for name in ("tuning", "ptxas_opt_level", "max_registers")
+                   if getattr(config, name) != getattr(defaults, name)]
+    m = re.fullmatch(r"default<O([0-3])>", config.pipeline.strip())
+    if not m:
+        unexpressed.append("pipeline (a pass list of llvmlite's pass names)")
+    if config.baseline is not None:
+        unexpressed.append(f"baseline {config.baseline!r} (nothing was tuned)")
+    if unexpressed:
+        raise UsageError("Proteus cannot express " + ", ".join(unexpressed) + "; tune with a "
+                         "space that leaves them at their defaults, or deploy mneme-cc's file")
+    threads = math.prod(config.block or block)
+    return {
+        "Pipeline": config.pipeline.strip(),
+        "OptLevel": m.group(1),
+        "CodeGenOptLevel": int(config.codegen_opt_level),
+        "CodeGen": "rtc",
+        "SpecializeArgs": bool(config.specialize_args),
+        "LaunchBounds": bool(config.launch_bounds),
+        "SpecializeDims": bool(config.specialize_dims),
+        "SpecializeDimsRange": False,
+        "TunedMaxThreads": int(config.max_threads or threads),
+        "MinBlocksPerSM": int(config.min_blocks_per_sm or 0),
+    }
+
+
+def launch_shape(launch: dict[str, Any]) -> str:
+    """`grid=X,Y,Z;block=X,Y,Z;smem=N`: the key of a recorded launch shape."""
+    return (f"grid={','.join(map(str, launch['grid']))};"
+            f"block={','.join(map(str, launch['block']))};smem={launch['shared_mem_bytes']}")
+
+
+def find_best(database: Path) -> list[Path]:
+    return sorted((database / "tune").glob("*/best.json"))
+
+
+def _load(path: Path, what: str) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not JSON ({exc}); it is merged into, so fix or move it") \
+            from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: not a {what} file (not a JSON object)")
+    return data
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def export(best_files: list[Path], proteus: Path | None, mneme: Path | None) -> dict[str, Any]:
+    """Merges each best.json into the two files; returns what was written per kernel."""
+    if not best_files:
+        raise UsageError("nothing to export: no best.json (run `mneme tune` first)")
+    records = []
+    for path in best_files:
+        record = _load(path, "best.json")
+        if "kernel" not in record or "config" not in record:
+            raise UsageError(f"{path}: not a best.json written by `mneme tune`")
+        records.append((path, record, ReplayConfig.from_json(record["config"])))
+    # The fastest verified config per kernel and launch shape.
+    chosen: dict[tuple[str, str], tuple[Path, dict, ReplayConfig]] = {}
+    for path, record, config in records:
+        key = (record["kernel"], launch_shape(record["launch"]))
+        if key not in chosen or record["median_ms"] < chosen[key][1]["median_ms"]:
+            chosen[key] = (path, record, config)
+    written: dict[str, Any] = {}
+    if proteus is not None:
+        # One entry per kernel: Proteus does not key by launch shape, so the
+        # shape with the largest speedup wins.
+        table = _load(proteus, "PROTEUS_TUNED_KERNELS")
+        per_kernel: dict[str, tuple[dict, ReplayConfig]] = {}
+        for (kernel, _), (_, record, config) in chosen.items():
+            if kernel not in per_kernel or (record.get("speedup") or 0) > \
+                    (per_kernel[kernel][0].get("speedup") or 0):
+                per_kernel[kernel] = (record, config)
+        for kernel, (record, config) in per_kernel.items():
+            try:
+                table[kernel] = proteus_entry(config, tuple(record["launch"]["block"]))
+            except UsageError as exc:
+                raise UsageError(f"{record.get('demangled') or kernel}: {exc}") from None
+            written.setdefault(kernel, {})["proteus"] = table[kernel]
+        _write(proteus, table)
+    if mneme is not None:
+        table = _load(mneme, "mneme-cc tuned-kernels")
+        if table and {k: table.get(k) for k in MNEME_FORMAT} != MNEME_FORMAT:
+            raise UsageError(f"{mneme}: not a mneme-cc tuned-kernels file (format "
+                             f"{table.get('format')!r} version {table.get('version')!r})")
+        table = {**MNEME_FORMAT, "kernels": table.get("kernels", {})}
+        for (kernel, shape), (_, record, config) in chosen.items():
+            entry = {"config": json.loads(config.to_json()), "median_ms": record["median_ms"],
+                     "baseline_ms": record.get("baseline_ms"), "speedup": record.get("speedup"),
+                     "instance": record.get("instance"), "device": record.get("device"),
+                     "arch": record.get("arch"), "demangled": record.get("demangled")}
+            table["kernels"].setdefault(kernel, {})[shape] = entry
+            written.setdefault(kernel, {}).setdefault("mneme", {})[shape] = entry
+        _write(mneme, table)
+    return written

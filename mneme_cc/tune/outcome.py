@@ -1,0 +1,47 @@
+"""The failure taxonomy: every trial ends in exactly one outcome.
+
+    verified             the first launch reproduced the epilogue; the time counts
+    failed_verification  it ran and computed something else
+    compile_error        the JIT, LLVM or ptxas refused the configuration
+    invalid_launch       the driver refused the launch (geometry, resources)
+    runtime_error        the kernel faulted (illegal address, trap, ...) or its
+                         worker died; the worker is replaced
+    timeout              the trial ran past its time limit; the worker is killed
+
+Only `verified` trials have a time, and only they can be best.
+"""
+
+from __future__ import annotations
+
+VERIFIED = "verified"
+FAILED_VERIFICATION = "failed_verification"
+COMPILE_ERROR = "compile_error"
+INVALID_LAUNCH = "invalid_launch"
+RUNTIME_ERROR = "runtime_error"
+TIMEOUT = "timeout"
+OUTCOMES = (VERIFIED, FAILED_VERIFICATION, COMPILE_ERROR, INVALID_LAUNCH, RUNTIME_ERROR,
+            TIMEOUT)
+
+# Driver errors that refuse a launch without harming the context.
+_LAUNCH_REFUSALS = {
+    "CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+    "CUDA_ERROR_INVALID_CONFIGURATION", "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE",
+    "CUDA_ERROR_INVALID_CLUSTER_SIZE", "CUDA_ERROR_NOT_SUPPORTED",
+}
+# Errors loading a compiled image: the binary, not the launch, is at fault.
+_IMAGE_ERRORS = {"CUDA_ERROR_INVALID_IMAGE", "CUDA_ERROR_INVALID_PTX", "CUDA_ERROR_NO_BINARY_FOR_GPU",
+                 "CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "CUDA_ERROR_JIT_COMPILER_NOT_FOUND"}
+# Errors the driver keeps (sticky): the context is lost and so is the worker.
+STICKY = {
+    "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+    "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_INVALID_PC",
+    "CUDA_ERROR_HARDWARE_STACK_ERROR", "CUDA_ERROR_ASSERT", "CUDA_ERROR_LAUNCH_TIMEOUT",
+    "CUDA_ERROR_ECC_UNCORRECTABLE", "CUDA_ERROR_CONTEXT_IS_DESTROYED",
+}
+
+
+def classify_device_error(code: str | None) -> str:
+    """The outcome of a trial whose replay raised a DeviceError with this code."""
+    if code in _IMAGE_ERRORS:
+        return COMPILE_ERROR
+    return INVALID_LAUNCH if code in _LAUNCH_REFUSALS else RUNTIME_ERROR

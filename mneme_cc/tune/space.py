@@ -1,0 +1,336 @@
+"""Search spaces: the parameters a study explores, and the ReplayConfig each
+set of parameter values derives.
+
+A space sees the recorded instance and the GPU's queried properties. Its
+`dimensions()` list parameters (a parameter with `when` exists only while
+another parameter takes one of the given values, so spaces can be
+hierarchical); `fields(params)` turns values into ReplayConfig fields;
+`derive(params)` makes the grounded config. Fractions are a natural way to
+stay within real limits:
+
+    class Blocks(SearchSpace):
+        def dimensions(self):
+            return [Real("block_fraction", 0.0, 1.0)]
+
+        def fields(self, params):
+            sizes = range(32, self.props.max_threads_per_block + 1, 32)
+            return {"block": pick(params["block_fraction"], sizes)}
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mneme_cc.errors import UsageError
+from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.tune.properties import DeviceProperties
+
+When = tuple[str, tuple[Any, ...]] | None
+
+
+@dataclass(frozen=True)
+class Int:
+    name: str
+    low: int
+    high: int
+    step: int = 1
+    log: bool = False
+    when: When = None
+
+    def values(self) -> list[int]:
+        return list(range(self.low, self.high + 1, self.step))
+
+
+@dataclass(frozen=True)
+class Real:
+    name: str
+    low: float
+    high: float
+    log: bool = False
+    when: When = None
+
+    def values(self) -> list[float]:
+        raise UsageError(f"parameter {self.name} is continuous: an exhaustive search needs "
+                         "every parameter discrete")
+
+
+@dataclass(frozen=True)
+class Categorical:
+    name: str
+    choices: tuple[Any, ...]
+    when: When = None
+
+    def values(self) -> list[Any]:
+        return list(self.choices)
+
+
+def Bool(name: str, when: When = None) -> Categorical:  # noqa: N802 - reads as a type
+    return Categorical(name, (False, True), when)
+
+
+Dimension = Int | Real | Categorical
+
+
+def pick(fraction: float, options: Sequence[Any]) -> Any:
+    """The option a fraction in [0, 1] selects (0 the first, 1 the last)."""
+    options = list(options)
+    if not options:
+        raise UsageError("nothing to pick from")
+    return options[min(int(fraction * len(options)), len(options) - 1)]
+
+
+def _exists(dim: Dimension, params: dict[str, Any]) -> bool:
+    if dim.when is None:
+        return True
+    name, values = dim.when
+    return name in params and params[name] in values
+
+
+def scalar_params(instance) -> tuple[int, ...]:
+    """Parameters holding a value rather than a pointer into the recorded window."""
+    base, size = instance.window["base"], instance.window["size"]
+    out = []
+    for i, p in enumerate(instance.params):
+        raw = instance.args[p["offset"]:p["offset"] + p["size"]]
+        if p["size"] == 8 and base <= int(np.frombuffer(raw, np.uint64)[0]) < base + size:
+            continue
+        if p["size"] in (1, 2, 4, 8):
+            out.append(i)
+    return tuple(out)
+
+
+class SearchSpace:
+    """A space over one recorded instance on one kind of GPU. Subclass it:
+    `dimensions()` and `fields(params)`, optionally `constraints(params)`."""
+
+    #: How each derived config runs (set by the tuner).
+    run: dict[str, Any] = {"iterations": 20, "warmup": 3}
+
+    def __init__(self, instance, props: DeviceProperties):
+        self.instance, self.props = instance, props
+
+    def dimensions(self) -> list[Dimension]:
+        return []
+
+    def fields(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def constraints(self, params: dict[str, Any]) -> str | None:
+        """Why these values must not run (None: they may)."""
+        return None
+
+    def derive(self, params: dict[str, Any]) -> ReplayConfig:
+        """The grounded ReplayConfig for these parameter values (deterministic)."""
+        return ReplayConfig(**{**self.run, **self.fields(params)}).grounded()
+
+    def baseline(self) -> ReplayConfig:
+        """What a speedup is measured against: the application's own kernel."""
+        kernel = self.instance.db.kernel(self.instance.static_hash)
+        which = "original" if kernel.description.get("image") else "ir"
+        return ReplayConfig(baseline=which, **self.run)
+
+    def sample(self, trial) -> dict[str, Any]:
+        """Values for every parameter that exists, asked of an Optuna trial."""
+        params: dict[str, Any] = {}
+        for dim in self.dimensions():
+            if not _exists(dim, params):
+                continue
+            if isinstance(dim, Int):
+                params[dim.name] = trial.suggest_int(dim.name, dim.low, dim.high, step=dim.step,
+                                                     log=dim.log)
+            elif isinstance(dim, Real):
+                params[dim.name] = trial.suggest_float(dim.name, dim.low, dim.high, log=dim.log)
+            else:
+                params[dim.name] = trial.suggest_categorical(dim.name, dim.choices)
+        return params
+
+    def combinations(self) -> list[dict[str, Any]]:
+        """Every set of parameter values, with `when` honoured (discrete spaces only)."""
+        out: list[dict[str, Any]] = [{}]
+        for dim in self.dimensions():
+            grown = []
+            for params in out:
+                if not _exists(dim, params):
+                    grown.append(params)
+                    continue
+                grown.extend({**params, dim.name: v} for v in dim.values())
+            out = grown
+        return out
+
+    def size(self) -> int | None:
+        """How many parameter combinations there are (None: continuous), ignoring `when`."""
+        total = 1
+        for dim in self.dimensions():
+            if isinstance(dim, Real):
+                return None
+            total *= len(dim.values())
+        return total
+
+
+class Combined(SearchSpace):
+    """Several spaces as one: their dimensions side by side, fields merged."""
+
+    def __init__(self, instance, props: DeviceProperties, parts: list[type[SearchSpace]]):
+        super().__init__(instance, props)
+        self.parts = [part(instance, props) for part in parts]
+
+    def dimensions(self) -> list[Dimension]:
+        return [d for part in self.parts for d in part.dimensions()]
+
+    def fields(self, params):
+        out: dict[str, Any] = {}
+        for part in self.parts:
+            out.update(part.fields(params))
+        return out
+
+    def constraints(self, params):
+        return next(filter(None, (part.constraints(params) for part in self.parts)), None)
+
+
+# --- the built-in spaces ---------------------------------------------------
+
+class Pipelines(SearchSpace):
+    """The optimisation level."""
+
+    def dimensions(self):
+        return [Categorical("pipeline", tuple(f"default<O{n}>" for n in range(4)))]
+
+    def fields(self, params):
+        return {"pipeline": params["pipeline"]}
+
+
+class TuningOptions(SearchSpace):
+    """LLVM's pipeline tuning options, where the level makes them matter."""
+
+    OPTIONS = ("loop_unrolling", "loop_vectorization", "slp_vectorization", "loop_interleaving")
+
+    def dimensions(self):
+        when = ("pipeline", ("default<O2>", "default<O3>"))
+        return [Bool(name, when) for name in self.OPTIONS]
+
+    def fields(self, params):
+        return {"tuning": {n: params[n] for n in self.OPTIONS if n in params}}
+
+
+class Specialization(SearchSpace):
+    """Scalar arguments as constants; launch dimensions as constants."""
+
+    def dimensions(self):
+        dims = [Bool("specialize_dims")]
+        if scalar_params(self.instance):
+            dims.insert(0, Bool("specialize_args"))
+        return dims
+
+    def fields(self, params):
+        args = scalar_params(self.instance) if params.get("specialize_args") else ()
+        return {"specialize_args": args, "specialize_dims": params["specialize_dims"]}
+
+
+class LaunchBounds(SearchSpace):
+    """`__launch_bounds__(block size, min blocks per SM)`."""
+
+    def max_blocks(self) -> int:
+        threads = math.prod(self.instance.block)
+        return max(1, min(self.props.max_blocks_per_multiprocessor,
+                          self.props.max_threads_per_multiprocessor // threads))
+
+    def dimensions(self):
+        return [Bool("launch_bounds"),
+                Int("min_blocks_per_sm", 1, self.max_blocks(), when=("launch_bounds", (True,)))]
+
+    def fields(self, params):
+        return {"launch_bounds": params["launch_bounds"],
+                "min_blocks_per_sm": params.get("min_blocks_per_sm")}
+
+
+class Ptxas(SearchSpace):
+    """ptxas's optimisation level and register cap."""
+
+    def dimensions(self):
+        return [Int("ptxas_opt_level", 0, 3),
+                Categorical("max_registers", (None, 32, 64, 128, 255))]
+
+    def fields(self, params):
+        return {"ptxas_opt_level": params["ptxas_opt_level"],
+                "max_registers": params["max_registers"]}
+
+
+class Geometry(SearchSpace):
+    """1-D block sizes in warps, the grid covering the recorded threads.
+
+    A kernel that indexes one element per thread (`i = blockIdx.x *
+    blockDim.x + threadIdx.x; if (i < n)`) computes the same at every block
+    size when the grid covers as many threads as the recording did. Subclass
+    with `grid_stride = True` for launch-agnostic (grid-stride) kernels: the
+    grid is then searched too, in waves of the SM count.
+    """
+
+    grid_stride = False
+
+    def _is_1d(self) -> bool:
+        return self.instance.block[1:] == (1, 1) and self.instance.grid[1:] == (1, 1)
+
+    def dimensions(self):
+        if not self._is_1d():
+            return []
+        warp = self.props.warp_size
+        dims: list[Dimension] = [Int("block", warp, self.props.max_threads_per_block, step=warp)]
+        if self.grid_stride:
+            dims.append(Int("waves", 1, 32))
+        return dims
+
+    def fields(self, params):
+        if "block" not in params:
+            return {}
+        block = params["block"]
+        if self.grid_stride:
+            per_sm = max(1, self.props.max_threads_per_multiprocessor // block)
+            grid = params["waves"] * self.props.multiprocessors * per_sm
+        else:
+            threads = self.instance.grid[0] * self.instance.block[0]
+            grid = -(-threads // block)
+        return {"block": (block, 1, 1), "grid": (grid, 1, 1)}
+
+
+class GridStrideGeometry(Geometry):
+    grid_stride = True
+
+
+PRESETS: dict[str, list[type[SearchSpace]]] = {
+    "quick": [Pipelines, Specialization],
+    "standard": [Pipelines, Specialization, LaunchBounds, Ptxas],
+    "full": [Pipelines, TuningOptions, Specialization, LaunchBounds, Ptxas, Geometry],
+    "geometry": [Geometry],
+    "grid-stride": [GridStrideGeometry],
+}
+
+
+def load_space(spec: str, instance, props: DeviceProperties) -> SearchSpace:
+    """A preset name, `a,b` preset parts, or `path.py:Class`."""
+    if ":" in spec and spec.split(":")[0].endswith(".py"):
+        path, _, name = spec.partition(":")
+        if not Path(path).is_file():
+            raise UsageError(f"--space {spec}: {path} does not exist")
+        module_spec = importlib.util.spec_from_file_location(f"mneme_space_{Path(path).stem}",
+                                                             path)
+        module = importlib.util.module_from_spec(module_spec)
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as exc:  # noqa: BLE001 - the user's file: say what went wrong
+            raise UsageError(f"--space {spec}: {path} failed to load: "
+                             f"{type(exc).__name__}: {exc}") from None
+        cls = getattr(module, name, None)
+        if not (isinstance(cls, type) and issubclass(cls, SearchSpace)):
+            raise UsageError(f"--space {spec}: {path} has no SearchSpace subclass {name}")
+        return cls(instance, props)
+    if spec not in PRESETS:
+        raise UsageError(f"unknown space '{spec}': use one of {', '.join(PRESETS)} or "
+                         "path.py:Class")
+    return Combined(instance, props, PRESETS[spec])

@@ -1,0 +1,226 @@
+"""The tuning loop: a search space, a sampler and an Optuna study drive a
+ReplayExecutor; every finished trial is told to the study and appended to
+`trials.jsonl`; `best.json` and `summary.json` are rewritten as it goes.
+
+Several processes pointed at one RDB storage and study name cooperate: each
+asks the study for trials and tells it results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, wait
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mneme_cc.errors import UsageError
+from mneme_cc.tune import outcome as oc
+from mneme_cc.tune.executor import ReplayExecutor, TrialResult
+from mneme_cc.tune.properties import DeviceProperties
+from mneme_cc.tune.samplers import OBJECTIVES, make_sampler
+from mneme_cc.tune.space import SearchSpace, load_space
+
+
+@dataclass
+class TuneSettings:
+    space: str = "standard"
+    sampler: str = "tpe"
+    trials: int = 100
+    timeout: float | None = None           # seconds for the whole study
+    objectives: list[str] = field(default_factory=lambda: ["time"])
+    devices: list[int] = field(default_factory=lambda: [0])
+    compile_workers: int | None = None
+    trial_timeout: float = 60.0
+    iterations: int = 20
+    warmup: int = 3
+    storage: str | None = None             # default: sqlite in the output directory
+    study_name: str | None = None
+    resume: bool = False
+    seed: int | None = None
+    out_dir: Path | None = None            # default: <database>/tune/<study>
+    cache_dir: Path | None = None
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+class Tuner:
+    def __init__(self, instance, settings: TuneSettings,
+                 on_trial: Callable[[Tuner, TrialResult], None] | None = None,
+                 props: DeviceProperties | None = None, executor=ReplayExecutor):
+        """`props` and `executor` default to the real GPU; tests pass doubles."""
+        import optuna
+
+        self.instance, self.settings, self.on_trial = instance, settings, on_trial
+        self.executor = executor
+        self.props = props or DeviceProperties.query(settings.devices[0])
+        self.space: SearchSpace = load_space(settings.space, instance, self.props)
+        self.space.run = {"iterations": settings.iterations, "warmup": settings.warmup}
+        self.name = settings.study_name or f"{instance.name}-{settings.space.replace('/', '_')}"
+        self.out = Path(settings.out_dir or instance.db.path / "tune" / self.name)
+        self.out.mkdir(parents=True, exist_ok=True)
+        storage = settings.storage or f"sqlite:///{self.out / 'study.db'}"
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        directions = ["minimize"] * len(settings.objectives)
+        try:
+            existing = optuna.study.get_all_study_names(storage)
+        except Exception as exc:  # noqa: BLE001 - a bad URL or an unreachable server
+            raise UsageError(f"--storage {storage}: {type(exc).__name__}: {exc}") from None
+        if self.name in existing and not settings.resume:
+            raise UsageError(f"study '{self.name}' already exists in {storage}: pass --resume "
+                             "to continue it, or --study NAME for a new one")
+        self.study = optuna.create_study(
+            study_name=self.name, storage=storage, directions=directions, load_if_exists=True,
+            sampler=make_sampler(settings.sampler, len(directions), settings.seed))
+        self.counts: Counter[str] = Counter()
+        self.results: dict[str, TrialResult] = {}   # grounded config key -> result
+        # Trials whose config equals one still running: told when it finishes.
+        self.waiting: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
+        self.baseline: TrialResult | None = None
+        self.best: TrialResult | None = None
+        self.started = time.perf_counter()
+        self.restarts = 0
+
+    # -- bookkeeping --------------------------------------------------------
+
+    def values(self, result: TrialResult) -> list[float]:
+        data = asdict(result)
+        return [float(OBJECTIVES[o](data)) for o in self.settings.objectives]
+
+    def _tell(self, trial, params: dict[str, Any], result: TrialResult, duplicate: bool) -> None:
+        import optuna
+
+        trial.set_user_attr("outcome", result.outcome)
+        trial.set_user_attr("config", json.loads(result.config.to_json()))
+        if result.error:
+            trial.set_user_attr("error", result.error[:500])
+        if result.verified:
+            trial.set_user_attr("median_ms", result.median_ms)
+            self.study.tell(trial, self.values(result))
+            if self.best is None or self.values(result) < self.values(self.best):
+                self.best = result
+        else:
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        self.counts[result.outcome] += 1
+        line = {"trial": trial.number, "params": params, "outcome": result.outcome,
+                "duplicate": duplicate, "median_ms": result.median_ms,
+                "values": self.values(result) if result.verified else None,
+                "registers": result.registers, "cubin_bytes": result.cubin_bytes,
+                "error": result.error, "seconds": result.seconds,
+                "config": json.loads(result.config.to_json())}
+        with open(self.out / "trials.jsonl", "a") as f:
+            f.write(json.dumps(line) + "\n")
+        if self.on_trial:
+            self.on_trial(self, result)
+
+    def speedup(self) -> float | None:
+        if self.best and self.baseline and self.baseline.verified:
+            return self.baseline.median_ms / self.best.median_ms
+        return None
+
+    def summary(self) -> dict[str, Any]:
+        elapsed = time.perf_counter() - self.started
+        done = sum(self.counts.values())
+        return {
+            "study": self.name, "instance": self.instance.name,
+            "kernel": self.instance.kernel_name, "space": self.settings.space,
+            "sampler": self.settings.sampler, "objectives": self.settings.objectives,
+            "trials": done, "outcomes": dict(self.counts), "seconds": elapsed,
+            "observations_per_second": done / elapsed if elapsed else 0.0,
+            "verified_per_second": self.counts[oc.VERIFIED] / elapsed if elapsed else 0.0,
+            "baseline": self.baseline.to_dict() if self.baseline else None,
+            "best_median_ms": self.best.median_ms if self.best else None,
+            "speedup": self.speedup(), "worker_restarts": self.restarts,
+            "device": self.props.to_dict(), "output": str(self.out),
+        }
+
+    def best_record(self) -> dict[str, Any] | None:
+        """What `mneme export` reads: the best verified config and its launch."""
+        if self.best is None:
+            return None
+        inst = self.instance
+        return {
+            "kernel": inst.kernel_name, "demangled": inst.entry.get("demangled"),
+            "instance": inst.name, "study": self.name,
+            "launch": {"grid": list(inst.grid), "block": list(inst.block),
+                       "shared_mem_bytes": inst.shared_mem_bytes},
+            "config": json.loads(self.best.config.to_json()),
+            "median_ms": self.best.median_ms,
+            "baseline_ms": self.baseline.median_ms if self.baseline and self.baseline.verified
+            else None, "speedup": self.speedup(), "registers": self.best.registers,
+            "device": self.props.name, "arch": self.props.arch,
+        }
+
+    def _write_reports(self) -> None:
+        _write_atomic(self.out / "summary.json", json.dumps(self.summary(), indent=2))
+        best = self.best_record()
+        if best:
+            _write_atomic(self.out / "best.json", json.dumps(best, indent=2))
+
+    # -- the loop -----------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        s = self.settings
+        trials = s.trials
+        if s.sampler == "exhaustive":
+            combos = self.space.combinations()
+            for params in combos:
+                self.study.enqueue_trial(params, skip_if_exists=True)
+            trials = min(trials, len(combos))
+        deadline = time.perf_counter() + s.timeout if s.timeout else None
+        self.restarts = 0
+        with self.executor(self.instance, devices=s.devices, compile_workers=s.compile_workers,
+                            cache_dir=s.cache_dir, trial_timeout=s.trial_timeout) as ex:
+            self.baseline = ex.evaluate(self.space.baseline())
+            self.started = time.perf_counter()
+            in_flight: dict[Any, tuple[Any, dict[str, Any]]] = {}
+            asked = 0
+            # Enough in flight to keep compilers and GPUs busy.
+            depth = 2 * (len(ex.workers) + (s.compile_workers or os.cpu_count() or 1))
+            while asked < trials or in_flight:
+                out_of_time = deadline is not None and time.perf_counter() > deadline
+                while asked < trials and len(in_flight) < depth and not out_of_time:
+                    trial = self.study.ask()
+                    asked += 1
+                    params = self.space.sample(trial)
+                    reason = self.space.constraints(params)
+                    if reason:
+                        import optuna
+
+                        trial.set_user_attr("constraint", reason)
+                        self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                        continue
+                    key = self.space.derive(params).key()
+                    if key in self.results:  # an equivalent config already ran
+                        self._tell(trial, params, self.results[key], duplicate=True)
+                    elif key in self.waiting:  # ... or is running
+                        self.waiting[key].append((trial, params))
+                    else:
+                        self.waiting[key] = []
+                        in_flight[ex.submit(self.space.derive(params))] = (trial, params)
+                if not in_flight:
+                    break
+                done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+                for future in done:
+                    trial, params = in_flight.pop(future)
+                    result = future.result()
+                    key = result.config.key()
+                    self.results[key] = result
+                    self._tell(trial, params, result, duplicate=False)
+                    for other, other_params in self.waiting.pop(key, []):
+                        self._tell(other, other_params, result, duplicate=True)
+                self.restarts = ex.restarts
+                self._write_reports()
+            self.restarts = ex.restarts
+        self._write_reports()
+        return self.summary()

@@ -1,0 +1,300 @@
+"""CPU tier: search spaces, samplers, outcomes, the tuning loop and export.
+
+The GPU stage is a test double here (FakeExecutor); tests/test_gpu_tune.py
+runs the real one.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import Future
+
+import numpy as np
+import pytest
+from conftest import run
+from synthetic_db import make_database
+
+from mneme_cc.errors import UsageError
+from mneme_cc.recorddb import RecordDB
+from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.tune import outcome as oc
+from mneme_cc.tune.executor import TrialResult
+from mneme_cc.tune.export import export, proteus_entry
+from mneme_cc.tune.properties import DeviceProperties
+from mneme_cc.tune.samplers import make_sampler, parse_objectives
+from mneme_cc.tune.space import (
+    Categorical,
+    Combined,
+    Geometry,
+    LaunchBounds,
+    Pipelines,
+    SearchSpace,
+    Specialization,
+    TuningOptions,
+    load_space,
+    pick,
+    scalar_params,
+)
+from mneme_cc.tune.tuner import Tuner, TuneSettings
+
+H100 = DeviceProperties(name="NVIDIA H100", arch="sm_90", multiprocessors=132,
+                        max_threads_per_block=1024, max_threads_per_multiprocessor=2048,
+                        max_blocks_per_multiprocessor=32, max_registers_per_block=65536,
+                        max_shared_per_block_optin=232448)
+
+
+@pytest.fixture
+def instance(tmp_path):
+    a = np.arange(1024, dtype=np.float32)
+    make_database(tmp_path / "db", a, a, a + a)
+    (inst,) = RecordDB(tmp_path / "db").instances
+    return inst
+
+
+def test_pick_maps_fractions_onto_options():
+    sizes = range(32, 1025, 32)
+    assert pick(0.0, sizes) == 32 and pick(1.0, sizes) == 1024 and pick(0.5, sizes) == 544
+    with pytest.raises(UsageError):
+        pick(0.5, [])
+
+
+def test_builtin_spaces_follow_the_instance_and_the_gpu(instance):
+    assert scalar_params(instance) == (3,)  # three pointers into the window, then n
+    bounds = LaunchBounds(instance, H100)
+    (flag, min_blocks) = bounds.dimensions()
+    # 256-thread blocks: at most 2048 / 256 = 8 resident per SM.
+    assert min_blocks.high == 8 and min_blocks.when == ("launch_bounds", (True,))
+    geometry = Geometry(instance, H100)
+    (block,) = geometry.dimensions()
+    assert (block.low, block.high, block.step) == (32, 1024, 32)
+    # The grid covers the recorded 4 x 256 threads at every block size.
+    assert geometry.fields({"block": 96}) == {"block": (96, 1, 1), "grid": (11, 1, 1)}
+    assert Specialization(instance, H100).fields(
+        {"specialize_args": True, "specialize_dims": False})["specialize_args"] == (3,)
+
+
+def test_derive_is_deterministic_and_grounded(instance):
+    space = load_space("standard", instance, H100)
+    off = {"pipeline": "default<O2>", "specialize_args": True, "specialize_dims": True,
+           "launch_bounds": False, "ptxas_opt_level": 3, "max_registers": None}
+    config = space.derive(off)
+    assert config == space.derive(dict(off)) and config.specialize_args == (3,)
+    assert config.min_blocks_per_sm is None and config.pipeline == "default<O2>"
+    on = space.derive({**off, "launch_bounds": True, "min_blocks_per_sm": 4})
+    assert on.launch_bounds and on.min_blocks_per_sm == 4 and on.key() != config.key()
+
+
+def test_combinations_honour_conditions(instance):
+    space = Combined(instance, H100, [Pipelines, LaunchBounds])
+    combos = space.combinations()
+    # 4 levels x (no bounds + bounds with 1..8 blocks)
+    assert len(combos) == 4 * (1 + 8)
+    assert all(("min_blocks_per_sm" in c) == c["launch_bounds"] for c in combos)
+    options = Combined(instance, H100, [Pipelines, TuningOptions]).combinations()
+    assert len(options) == 2 + 2 * 2 ** 4  # O0, O1, then O2 and O3 with 4 tuning flags
+    tuned = [c for c in options if "loop_unrolling" in c]
+    assert all(c["pipeline"] in ("default<O2>", "default<O3>") for c in tuned)
+
+
+def test_custom_space_from_a_file(instance, tmp_path):
+    path = tmp_path / "myspace.py"
+    path.write_text(
+        "from mneme_cc.tune.space import SearchSpace, Real, pick\n"
+        "class Blocks(SearchSpace):\n"
+        "    def dimensions(self):\n"
+        "        return [Real('fraction', 0.0, 1.0)]\n"
+        "    def fields(self, params):\n"
+        "        sizes = range(32, self.props.max_threads_per_block + 1, 32)\n"
+        "        return {'block': pick(params['fraction'], sizes)}\n")
+    space = load_space(f"{path}:Blocks", instance, H100)
+    assert space.derive({"fraction": 1.0}).block == (1024, 1, 1)
+    with pytest.raises(UsageError, match="exhaustive search needs every parameter discrete"):
+        space.combinations()
+    with pytest.raises(UsageError, match="has no SearchSpace subclass Nope"):
+        load_space(f"{path}:Nope", instance, H100)
+    with pytest.raises(UsageError, match="does not exist"):
+        load_space(f"{tmp_path}/absent.py:Blocks", instance, H100)
+    with pytest.raises(UsageError, match="unknown space 'fastest'"):
+        load_space("fastest", instance, H100)
+
+
+def test_samplers_and_objectives():
+    import optuna
+
+    assert isinstance(make_sampler("tpe"), optuna.samplers.TPESampler)
+    assert isinstance(make_sampler("nsga2", objectives=2), optuna.samplers.NSGAIISampler)
+    with pytest.raises(UsageError, match="unknown sampler 'annealing'"):
+        make_sampler("annealing")
+    with pytest.raises(UsageError, match="takes one objective"):
+        make_sampler("gp", objectives=2)
+    assert parse_objectives("time,registers") == ["time", "registers"]
+    with pytest.raises(UsageError, match="unknown objective"):
+        parse_objectives("speed")
+
+
+@pytest.mark.parametrize("code, outcome", [
+    ("CUDA_ERROR_INVALID_VALUE", oc.INVALID_LAUNCH),
+    ("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", oc.INVALID_LAUNCH),
+    ("CUDA_ERROR_ILLEGAL_ADDRESS", oc.RUNTIME_ERROR),
+    ("CUDA_ERROR_INVALID_PTX", oc.COMPILE_ERROR),
+    (None, oc.RUNTIME_ERROR),
+])
+def test_device_errors_are_classified(code, outcome):
+    assert oc.classify_device_error(code) == outcome
+
+
+class FakeExecutor:
+    """The GPU stage as a rule: O0 computes something else, a 32-register cap
+    does not compile, 8 blocks per SM hang, 7 fault; the rest verify, faster
+    at higher levels and with specialisation."""
+
+    submitted: list[ReplayConfig] = []
+
+    def __init__(self, instance, devices, compile_workers, cache_dir, trial_timeout):
+        self.workers, self.restarts = list(devices), 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def evaluate(self, config):
+        return self.submit(config).result()
+
+    def submit(self, config):
+        FakeExecutor.submitted.append(config)
+        future = Future()
+        if config.baseline:
+            result = TrialResult(oc.VERIFIED, config, median_ms=1.0, samples_ms=[1.0])
+        elif config.pipeline == "default<O0>":
+            result = TrialResult(oc.FAILED_VERIFICATION, config, error="allocation 0x1: differs")
+        elif config.max_registers == 32:
+            result = TrialResult(oc.COMPILE_ERROR, config, error="ptxas rejected the kernel")
+        elif config.min_blocks_per_sm == 8:
+            result = TrialResult(oc.TIMEOUT, config, error="no result within 1 s")
+        elif config.min_blocks_per_sm == 7:
+            result = TrialResult(oc.RUNTIME_ERROR, config, error="CUDA_ERROR_ILLEGAL_ADDRESS")
+        else:
+            ms = 1.0 - 0.1 * int(config.pipeline[-2]) - 0.05 * bool(config.specialize_args)
+            result = TrialResult(oc.VERIFIED, config, median_ms=ms, samples_ms=[ms],
+                                 registers=32, cubin_bytes=4096)
+        future.set_result(result)
+        return future
+
+
+def tune(instance, tmp_path, **settings):
+    FakeExecutor.submitted = []
+    defaults = {"trials": 40, "sampler": "random", "seed": 1, "compile_workers": 2,
+                "out_dir": tmp_path / "study"}
+    tuner = Tuner(instance, TuneSettings(**{**defaults, **settings}), props=H100,
+                  executor=FakeExecutor)
+    return tuner, tuner.run()
+
+
+def test_the_tuning_loop_classifies_and_keeps_the_best_verified(instance, tmp_path):
+    tuner, summary = tune(instance, tmp_path, space="standard")
+    lines = [json.loads(x) for x in (tmp_path / "study" / "trials.jsonl").read_text().splitlines()]
+    assert len(lines) == summary["trials"] == 40
+    assert sum(summary["outcomes"].values()) == 40
+    assert {x["outcome"] for x in lines} <= set(oc.OUTCOMES)
+    verified = [x for x in lines if x["outcome"] == oc.VERIFIED]
+    best = json.loads((tmp_path / "study" / "best.json").read_text())
+    # Failed trials are never best: the best is the fastest verified one.
+    assert best["median_ms"] == min(x["median_ms"] for x in verified)
+    assert best["config"]["pipeline"] == "default<O3>" and best["config"]["specialize_args"]
+    assert best["speedup"] == pytest.approx(1.0 / best["median_ms"])
+    # Equivalent configurations run once.
+    keys = [c.key() for c in FakeExecutor.submitted if not c.baseline]
+    assert len(keys) == len(set(keys))
+    assert sum(x["duplicate"] for x in lines) == 40 - len(keys)
+    failed = [t for t in tuner.study.trials if t.user_attrs["outcome"] != oc.VERIFIED]
+    assert all(t.state.name == "FAIL" for t in failed)
+    assert json.loads((tmp_path / "study" / "summary.json").read_text())["trials"] == 40
+
+
+def test_exhaustive_search_runs_every_combination_once(instance, tmp_path):
+    _, summary = tune(instance, tmp_path, space="quick", sampler="exhaustive", trials=1000)
+    # 4 levels x specialize_args x specialize_dims
+    assert summary["trials"] == 16
+    assert len({c.key() for c in FakeExecutor.submitted if not c.baseline}) == 16
+    assert summary["outcomes"] == {oc.VERIFIED: 12, oc.FAILED_VERIFICATION: 4}
+
+
+def test_a_study_resumes_and_refuses_to_restart_silently(instance, tmp_path):
+    tune(instance, tmp_path, space="quick", trials=5)
+    with pytest.raises(UsageError, match="already exists.*--resume"):
+        tune(instance, tmp_path, space="quick", trials=5)
+    tuner, _ = tune(instance, tmp_path, space="quick", trials=5, resume=True, seed=2)
+    assert len(tuner.study.trials) == 10
+    lines = (tmp_path / "study" / "trials.jsonl").read_text().splitlines()
+    assert len(lines) == 10
+
+
+def test_several_objectives_keep_a_pareto_front(instance, tmp_path):
+    tuner, summary = tune(instance, tmp_path, space="quick", sampler="nsga2",
+                          objectives=["time", "registers"], trials=12)
+    assert len(tuner.study.directions) == 2 and tuner.study.best_trials
+    assert summary["objectives"] == ["time", "registers"]
+
+
+def test_proteus_entry_has_every_field_with_its_type():
+    config = ReplayConfig(pipeline="default<O2>", specialize_args=(3,), specialize_dims=True,
+                          launch_bounds=True, min_blocks_per_sm=4).grounded()
+    entry = proteus_entry(config, (256, 1, 1))
+    assert entry == {"Pipeline": "default<O2>", "OptLevel": "2", "CodeGenOptLevel": 3,
+                     "CodeGen": "rtc", "SpecializeArgs": True, "LaunchBounds": True,
+                     "SpecializeDims": True, "SpecializeDimsRange": False,
+                     "TunedMaxThreads": 256, "MinBlocksPerSM": 4}
+    types = {"Pipeline": str, "OptLevel": str, "CodeGenOptLevel": int, "CodeGen": str,
+             "SpecializeArgs": bool, "LaunchBounds": bool, "SpecializeDims": bool,
+             "SpecializeDimsRange": bool, "TunedMaxThreads": int, "MinBlocksPerSM": int}
+    assert all(type(entry[k]) is t for k, t in types.items())
+    with pytest.raises(UsageError, match="Proteus cannot express max_registers"):
+        proteus_entry(ReplayConfig(max_registers=64), (256, 1, 1))
+    with pytest.raises(UsageError, match="pass list"):
+        proteus_entry(ReplayConfig(pipeline="sroa,gvn"), (256, 1, 1))
+
+
+def test_export_merges_and_keys_geometry_by_launch_shape(instance, tmp_path):
+    tune(instance, tmp_path, space="quick", trials=20)
+    proteus = tmp_path / "proteus.json"
+    proteus.write_text(json.dumps({"_Z5otherv": {"OptLevel": "1"}}))
+    mneme = tmp_path / "tuned.json"
+    export([tmp_path / "study" / "best.json"], proteus, mneme)
+    table = json.loads(proteus.read_text())
+    assert table["_Z5otherv"] == {"OptLevel": "1"}           # merged, not overwritten
+    assert table["_Z3addPKfS0_Pfi"]["OptLevel"] == "3"
+    own = json.loads(mneme.read_text())
+    assert own["format"] == "mneme-tuned-kernels"
+    (shape,) = own["kernels"]["_Z3addPKfS0_Pfi"]
+    assert shape == "grid=4,1,1;block=256,1,1;smem=0"
+    assert own["kernels"]["_Z3addPKfS0_Pfi"][shape]["config"]["pipeline"] == "default<O3>"
+    proteus.write_text("{not json")
+    with pytest.raises(UsageError, match="not JSON"):
+        export([tmp_path / "study" / "best.json"], proteus, None)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--sampler", "annealing"], "unknown sampler 'annealing'"),
+    (["--objective", "speed"], "unknown objective"),
+    (["--trials", "0"], "--trials must be at least 1"),
+    (["-rid", "nope"], "no instance in"),
+])
+def test_bad_tune_input(instance, args, message):
+    result = run(["mneme", "tune", "-rdb", str(instance.db.path), *args], check=False)
+    assert result.returncode == 2 and message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_bad_export_input(tmp_path):
+    result = run(["mneme", "export", "-rdb", str(tmp_path), "--proteus", str(tmp_path / "p")],
+                 check=False)
+    assert result.returncode == 2 and "nothing to export" in result.stderr
+    result = run(["mneme-export", str(tmp_path / "best.json")], check=False)
+    assert result.returncode == 2 and "--proteus FILE, --mneme FILE" in result.stderr
+
+
+def test_search_space_base_is_empty_and_categoricals_enumerate(instance):
+    assert SearchSpace(instance, H100).combinations() == [{}]
+    assert Categorical("x", (1, 2)).values() == [1, 2]
