@@ -1,0 +1,78 @@
+"""GPU tier: tuning real recorded kernels, fault injection, export."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run, tool_env
+
+from mneme_cc.recorddb import RecordDB
+from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.replay.replayer import Replayer
+from mneme_cc.tune import outcome as oc
+
+pytestmark = pytest.mark.gpu
+
+SAMPLES = Path(__file__).parent / "samples" / "tune"
+
+
+def record(binary: Path, db: Path, *args: str, kernels: str | None = None) -> Path:
+    select = ["--kernels", kernels, "--max-instances", "1"] if kernels else []
+    run(["mneme", "record", "-rdb", str(db), *select, "--", str(binary), *args])
+    return db
+
+
+def test_tuning_vector_add_and_spmv_finds_and_exports_a_verified_config(example_binaries,
+                                                                        tmp_path):
+    env = tool_env(MNEME_CACHE_DIR=str(tmp_path / "cache"))
+    summaries = {}
+    for name, args, kernels in (("vector_add", [], None), ("cg", ["64", "5"], "^_Z4spmv")):
+        db = record(example_binaries / name, tmp_path / name, *args, kernels=kernels)
+        out = run(["mneme", "tune", "-rdb", str(db), "--space", "quick", "--sampler",
+                   "exhaustive", "--trials", "16", "--iterations", "30"], env=env)
+        summary = json.loads(out.stdout)
+        summaries[name] = summary
+        assert summary["trials"] == 16 and summary["outcomes"].get(oc.VERIFIED, 0) >= 12
+        assert summary["baseline"]["outcome"] == oc.VERIFIED
+        # At least as fast as the application's own kernel (to timing noise).
+        assert summary["best_median_ms"] <= summary["baseline"]["median_ms"] * 1.03
+        proteus, own = tmp_path / f"{name}-proteus.json", tmp_path / f"{name}-tuned.json"
+        run(["mneme", "export", "-rdb", str(db), "--proteus", str(proteus), "--mneme", str(own)])
+        (entry,) = json.loads(proteus.read_text()).values()
+        types = {"Pipeline": str, "OptLevel": str, "CodeGenOptLevel": int, "CodeGen": str,
+                 "SpecializeArgs": bool, "LaunchBounds": bool, "SpecializeDims": bool,
+                 "SpecializeDimsRange": bool, "TunedMaxThreads": int, "MinBlocksPerSM": int}
+        assert {k: type(v) for k, v in entry.items()} == types
+        # The exported configuration replays verified.
+        (kernel,) = json.loads(own.read_text())["kernels"].values()
+        (best,) = kernel.values()
+        (inst,) = RecordDB(db).instances
+        with Replayer(inst, cache_dir=tmp_path / "cache") as replayer:
+            assert replayer.replay(ReplayConfig.from_json(best["config"])).verified
+    print(json.dumps({k: {"speedup": s["speedup"], "best_ms": s["best_median_ms"],
+                          "verified_per_s": s["verified_per_second"]}
+                      for k, s in summaries.items()}))
+
+
+def test_fault_injection_classifies_every_failure_and_goes_on(example_binaries, tmp_path):
+    db = record(example_binaries / "fault_injection", tmp_path / "db", "100000")
+    out = run(["mneme", "tune", "-rdb", str(db), "--space", f"{SAMPLES / 'fault_space.py'}:Faults",
+               "--sampler", "exhaustive", "--trials", "6", "--trial-timeout", "10",
+               "--iterations", "3"], env=tool_env(MNEME_CACHE_DIR=str(tmp_path / "cache")),
+              timeout=300)
+    summary = json.loads(out.stdout)
+    trials = [json.loads(line) for line in
+              (Path(summary["output"]) / "trials.jsonl").read_text().splitlines()]
+    got = {t["params"]["case"]: t["outcome"] for t in trials}
+    assert got == {"ok": oc.VERIFIED, "wrong_grid": oc.FAILED_VERIFICATION,
+                   "bad_pipeline": oc.COMPILE_ERROR, "too_many_threads": oc.INVALID_LAUNCH,
+                   "illegal_address": oc.RUNTIME_ERROR, "hang": oc.TIMEOUT}, trials
+    best = json.loads((Path(summary["output"]) / "best.json").read_text())
+    assert best["config"]["block"] is None  # the only verified case is best
+    assert summary["worker_restarts"] >= 2  # after the fault and the hang
+    # The GPU is usable afterwards, in this process too.
+    (inst,) = RecordDB(db).instances
+    with Replayer(inst, cache_dir=tmp_path / "cache") as replayer:
+        assert replayer.replay(ReplayConfig(iterations=2, warmup=0)).verified
