@@ -38,7 +38,6 @@ struct Driver {
   X(MemcpyDtoHAsync, cuMemcpyDtoHAsync)                                        \
   X(StreamCreate, cuStreamCreate)                                              \
   X(StreamSynchronize, cuStreamSynchronize)                                    \
-  X(StreamWaitValue32, cuStreamWaitValue32)                                    \
   X(EventCreate, cuEventCreate)                                                \
   X(EventRecord, cuEventRecord)                                                \
   X(EventSynchronize, cuEventSynchronize)                                      \

@@ -30,12 +30,21 @@ bool DeviceSnapshot::init(std::string &Error, uint64_t PieceBytes) {
                Error) &&
          check(D.ModuleGetFunction(&Kernel, Module, "mneme_hash_chunks"),
                "finding the hash kernel", Error) &&
+         check(D.ModuleGetFunction(&HoldKernel, Module, "mneme_hold"),
+               "finding the hold kernel", Error) &&
          check(D.MemAllocHost(reinterpret_cast<void **>(&Staging[0]), StagingBytes),
                "allocating pinned staging memory", Error) &&
          check(D.MemAllocHost(reinterpret_cast<void **>(&Staging[1]), StagingBytes),
                "allocating pinned staging memory", Error) &&
          check(D.EventCreate(&Copied[0], CU_EVENT_DISABLE_TIMING), "creating an event", Error) &&
          check(D.EventCreate(&Copied[1], CU_EVENT_DISABLE_TIMING), "creating an event", Error);
+}
+
+bool DeviceSnapshot::hold(CUstream On, uint64_t Nanoseconds) {
+  unsigned long long Ns = Nanoseconds;
+  void *Args[] = {&Ns};
+  return driver().LaunchKernel(HoldKernel, 1, 1, 1, 1, 1, 1, 0, On, Args, nullptr) ==
+         CUDA_SUCCESS;
 }
 
 bool DeviceSnapshot::hash(const std::vector<DeviceRange> &Ranges, uint64_t ChunkSize,

@@ -39,11 +39,14 @@ public:
   // room.  wait() completes the copies; release() frees the copy.
   bool stage(uint64_t Address, uint64_t Size, CUdeviceptr &Copy);
   bool wait(std::string &Error);
+  // Occupies stream On for about Nanoseconds (see mneme_hold).
+  bool hold(CUstream On, uint64_t Nanoseconds);
   void release(CUdeviceptr Copy);
 
 private:
   CUstream Stream = nullptr;
   CUfunction Kernel = nullptr;
+  CUfunction HoldKernel = nullptr;
   CUdeviceptr Digests = 0;
   uint64_t DigestCapacity = 0;
   // Two pinned halves: the DMA into one overlaps the copy out of the other.

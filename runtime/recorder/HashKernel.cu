@@ -53,3 +53,14 @@ extern "C" __global__ void mneme_hash_chunks(const unsigned char *Base,
   if (Lane == 0)
     Out[Chunk] = finish(Lo, Hi, N);
 }
+
+// Keeps a stream busy for Nanoseconds, so that work the host issues next
+// queues up behind it (the recorder times a launch without the host's launch
+// latency this way).
+extern "C" __global__ void mneme_hold(unsigned long long Nanoseconds) {
+  unsigned long long Start, Now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(Start));
+  do
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(Now));
+  while (Now - Start < Nanoseconds);
+}

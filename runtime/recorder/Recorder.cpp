@@ -125,11 +125,6 @@ bool Recorder::start() {
     DeviceName = Name;
   MNEME_REAL(cudaEventCreate)(&Start);
   MNEME_REAL(cudaEventCreate)(&Stop);
-  void *GateWord = nullptr;
-  if (driver().MemAllocHost(&GateWord, sizeof(uint32_t)) == CUDA_SUCCESS) {
-    Gate = static_cast<volatile uint32_t *>(GateWord);
-    *Gate = 0;
-  }
   unsigned Threads = std::min(8u, std::max(1u, std::thread::hardware_concurrency() / 2));
   Writer = std::make_unique<DatabaseWriter>(O.Database, O.ZstdLevel, Threads);
   State = Mode::Recording;
@@ -463,19 +458,16 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
     return R.Launch();
   }
 
-  // The launch itself, timed on the application's stream. The stream is held
-  // at the gate until the launch has been issued, so the interval is the
-  // kernel's execution and not the host's launch latency. (The function was
-  // loaded by resolveParams, so the launch does not wait for a module load.)
-  uint32_t Ticket = ++GateTicket;
-  bool Gated = Gate && driver().StreamWaitValue32(reinterpret_cast<CUstream>(R.Stream),
-                                                  reinterpret_cast<CUdeviceptr>(Gate), Ticket,
-                                                  CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS;
+  // The launch itself, timed on the application's stream. A 100 us spin on
+  // the stream first keeps the start event from being reached before the
+  // launch is issued, so the interval is the kernel's execution and not the
+  // host's launch latency. (A host-opened gate would be exact, but a stream
+  // held by the host can deadlock against the runtime's implicit
+  // synchronisations in other threads.)
+  Snapshot.hold(reinterpret_cast<CUstream>(R.Stream), 100000);
   MNEME_REAL(cudaEventRecord)(Start, R.Stream);
   cudaError_t Result = R.Launch();
   MNEME_REAL(cudaEventRecord)(Stop, R.Stream);
-  if (Gated)
-    __atomic_store_n(const_cast<uint32_t *>(Gate), Ticket, __ATOMIC_RELEASE);
   cudaError_t Done = MNEME_REAL(cudaDeviceSynchronize)();
   if (Result != cudaSuccess || Done != cudaSuccess) {
     Unstage();

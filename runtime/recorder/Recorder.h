@@ -129,9 +129,6 @@ private:
   };
   std::unordered_set<Digest, DigestHasher> KnownChunks; // stored or queued
   cudaEvent_t Start = nullptr, Stop = nullptr;
-  // A pinned word the stream waits on before the timed launch (see launch()).
-  volatile uint32_t *Gate = nullptr;
-  uint32_t GateTicket = 0;
   uint64_t InstancesQueued = 0;
   // Where recording time goes (reported with --verbose).
   double HashSeconds = 0, CopySeconds = 0, SubmitSeconds = 0;
