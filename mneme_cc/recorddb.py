@@ -169,6 +169,17 @@ class Instance:
     def arg_as(self, index: int, dtype) -> Any:
         return np.frombuffer(self.arg(index), dtype)[0]
 
+    def scalar_params(self) -> tuple[int, ...]:
+        """Parameters holding a value rather than a pointer into the recorded window."""
+        base, size = self.window["base"], self.window["size"]
+        out = []
+        for i, p in enumerate(self.params):
+            if p["size"] == 8 and base <= int(self.arg_as(i, np.uint64)) < base + size:
+                continue
+            if p["size"] in (1, 2, 4, 8):
+                out.append(i)
+        return tuple(out)
+
     @functools.cached_property
     def prologue(self) -> Snapshot:
         return Snapshot(self.db, self.db.path / self.entry["prologue"])

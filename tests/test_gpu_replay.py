@@ -19,25 +19,13 @@ from mneme_cc.replay.replayer import Replayer
 pytestmark = pytest.mark.gpu
 
 
-def scalar_params(inst) -> tuple[int, ...]:
-    """Parameters that hold a value, not a pointer into the window."""
-    base, size = inst.window["base"], inst.window["size"]
-    out = []
-    for i, p in enumerate(inst.params):
-        if p["size"] == 8 and base <= int(inst.arg_as(i, np.uint64)) < base + size:
-            continue
-        if p["size"] in (4, 8):
-            out.append(i)
-    return tuple(out)
-
-
 def configs(inst) -> list[ReplayConfig]:
     quick = dict(iterations=3, warmup=1)
     out = [ReplayConfig(baseline="original", **quick), ReplayConfig(baseline="ir", **quick),
            ReplayConfig(flush_l2=True, **quick)]
     for level in range(4):
         out.append(ReplayConfig(pipeline=f"default<O{level}>", **quick))
-        out.append(ReplayConfig(pipeline=f"default<O{level}>", specialize_args=scalar_params(inst),
+        out.append(ReplayConfig(pipeline=f"default<O{level}>", specialize_args=inst.scalar_params(),
                                 specialize_dims=True, launch_bounds=True, **quick))
     return out
 

@@ -33,7 +33,6 @@ from mneme_cc.tune.space import (
     TuningOptions,
     load_space,
     pick,
-    scalar_params,
 )
 from mneme_cc.tune.tuner import Tuner, TuneSettings
 
@@ -59,7 +58,7 @@ def test_pick_maps_fractions_onto_options():
 
 
 def test_builtin_spaces_follow_the_instance_and_the_gpu(instance):
-    assert scalar_params(instance) == (3,)  # three pointers into the window, then n
+    assert instance.scalar_params() == (3,)  # three pointers into the window, then n
     bounds = LaunchBounds(instance, H100)
     (flag, min_blocks) = bounds.dimensions()
     # 256-thread blocks: at most 2048 / 256 = 8 resident per SM.

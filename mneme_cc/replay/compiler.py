@@ -29,7 +29,16 @@ class CompiledKernel:
     resources: Resources
     seconds: dict[str, float] = field(default_factory=dict)  # per stage; empty on a hit
     cache_hit: bool = False
-    ir: str = ""               # the module after the transforms and the pipeline
+    # The module after the transforms and the pipeline: its text, or (from
+    # the cache) the file holding it, read only when asked for.
+    ir_text: str | None = None
+    ir_file: Path | None = None
+
+    @property
+    def ir(self) -> str:
+        if self.ir_text is None:
+            self.ir_text = self.ir_file.read_text() if self.ir_file else ""
+        return self.ir_text
 
 
 def default_cache_dir() -> Path:
@@ -81,11 +90,11 @@ def compile_kernel(bitcode: bytes, ir_hash: str, launch: KernelLaunch, config: R
         meta = json.loads((entry / "meta.json").read_text())
         return CompiledKernel((entry / "kernel.cubin").read_bytes(),
                               (entry / "kernel.ptx").read_text(), Resources(**meta["resources"]),
-                              {}, cache_hit=True, ir=(entry / "kernel.ll").read_text())
+                              {}, cache_hit=True, ir_file=entry / "kernel.ll")
     jit = compile_ptx(bitcode, launch, config, arch)
     cubin = compile_cubin(jit.ptx, launch.name, config, arch)
     seconds = {**jit.seconds, "ptxas": cubin.seconds}
-    compiled = CompiledKernel(cubin.data, jit.ptx, cubin.resources, seconds, ir=jit.ir)
+    compiled = CompiledKernel(cubin.data, jit.ptx, cubin.resources, seconds, ir_text=jit.ir)
     _store(entry, compiled)
     return compiled
 

@@ -153,7 +153,10 @@ class LaunchGate:
     call (microseconds, more than a small kernel runs). With the stream held
     at the gate while the start event, the launch and the stop event are
     issued, the interval between the events is the kernel's execution alone.
-    The recorder times the in-app launch the same way.
+    Only for a single-threaded caller whose kernel is already loaded (a lazy
+    module load may synchronise the context, which would wait on the gate):
+    the replayer times after its verified first launch. The recorder, inside
+    a multi-threaded application, uses a spin kernel instead.
     """
 
     def __init__(self):

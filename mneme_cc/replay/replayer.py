@@ -171,7 +171,7 @@ class Replayer:
         self.device.close()
 
     def _load(self, config: ReplayConfig):
-        """(function, globals: name -> device address, compiled or None)."""
+        """(module, function, globals: name -> device address, compiled or None)."""
         drv = dev._driver()
         inst, kernel = self.instance, self.kernel
         compiled = None
@@ -191,7 +191,7 @@ class Replayer:
             err, address, _ = drv.cuModuleGetGlobal(module, region.name.encode())
             if err == drv.CUresult.CUDA_SUCCESS:
                 globals_[region.name] = int(address)
-        return function, globals_, compiled
+        return module, function, globals_, compiled
 
     def _restore(self, globals_: dict[str, int]) -> None:
         drv = dev._driver()
@@ -287,48 +287,52 @@ class Replayer:
             spent[name] = spent.get(name, 0.0) + now - clock
             clock = now
 
-        function, globals_, compiled = self._load(config)
+        module, function, globals_, compiled = self._load(config)
         if compiled:
             spent["compile"] = sum(compiled.seconds.values())
             clock += spent["compile"]
         lap("load")
-        grid = config.grid or inst.grid
-        block = config.block or inst.block
-        smem = inst.shared_mem_bytes if config.shared_mem_bytes is None else config.shared_mem_bytes
-        if smem > 48 * 1024:
-            attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            dev.check(drv.cuFuncSetAttribute(function, attr, smem), "allowing shared memory")
-        stream = self.device.stream
-        # Verify the first launch; time the same binary afterwards.
-        self._restore(globals_)
-        dev.check(drv.cuStreamSynchronize(stream), "restoring")
-        lap("restore")
-        self._launch(function, grid, block, smem, inst.cooperative)
-        dev.check(drv.cuStreamSynchronize(stream), "running the kernel")
-        lap("launch")
-        mismatches = self._verify(globals_, config)
-        lap("verify")
-        samples = []
-        for i in range(config.warmup + config.iterations):
+        # Each configuration loads a module; a long study would pile them up.
+        try:
+            grid = config.grid or inst.grid
+            block = config.block or inst.block
+            smem = inst.shared_mem_bytes if config.shared_mem_bytes is None else config.shared_mem_bytes
+            if smem > 48 * 1024:
+                attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                dev.check(drv.cuFuncSetAttribute(function, attr, smem), "allowing shared memory")
+            stream = self.device.stream
+            # Verify the first launch; time the same binary afterwards.
             self._restore(globals_)
-            if config.flush_l2:
-                self._flush_l2()
-            self.gate.hold(stream)
-            try:
-                dev.check(drv.cuEventRecord(self.start, stream), "timing")
-                self._launch(function, grid, block, smem, inst.cooperative)
-                dev.check(drv.cuEventRecord(self.stop, stream), "timing")
-            finally:
-                self.gate.open()
-            dev.check(drv.cuEventSynchronize(self.stop), "running the kernel")
-            if i >= config.warmup:
-                samples.append(float(dev.check(drv.cuEventElapsedTime(self.start, self.stop),
-                                               "timing")))
-        lap("time")
-        occupancy, limit = self._occupancy(function, block, smem)
-        return ReplayResult(config, not mismatches, mismatches, samples,
-                            compiled.resources if compiled else None,
-                            compiled.seconds if compiled else {},
-                            compiled.cache_hit if compiled else False,
-                            occupancy, limit, len(compiled.cubin) if compiled else 0, spent,
-                            compiled)
+            dev.check(drv.cuStreamSynchronize(stream), "restoring")
+            lap("restore")
+            self._launch(function, grid, block, smem, inst.cooperative)
+            dev.check(drv.cuStreamSynchronize(stream), "running the kernel")
+            lap("launch")
+            mismatches = self._verify(globals_, config)
+            lap("verify")
+            samples = []
+            for i in range(config.warmup + config.iterations):
+                self._restore(globals_)
+                if config.flush_l2:
+                    self._flush_l2()
+                self.gate.hold(stream)
+                try:
+                    dev.check(drv.cuEventRecord(self.start, stream), "timing")
+                    self._launch(function, grid, block, smem, inst.cooperative)
+                    dev.check(drv.cuEventRecord(self.stop, stream), "timing")
+                finally:
+                    self.gate.open()
+                dev.check(drv.cuEventSynchronize(self.stop), "running the kernel")
+                if i >= config.warmup:
+                    samples.append(float(dev.check(drv.cuEventElapsedTime(self.start, self.stop),
+                                                   "timing")))
+            lap("time")
+            occupancy, limit = self._occupancy(function, block, smem)
+            return ReplayResult(config, not mismatches, mismatches, samples,
+                                compiled.resources if compiled else None,
+                                compiled.seconds if compiled else {},
+                                compiled.cache_hit if compiled else False,
+                                occupancy, limit, len(compiled.cubin) if compiled else 0, spent,
+                                compiled)
+        finally:
+            drv.cuModuleUnload(module)  # unchecked: after a kernel fault it cannot succeed

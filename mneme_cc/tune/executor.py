@@ -52,13 +52,7 @@ class TrialResult:
         return self.outcome == oc.VERIFIED
 
     def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        out["config"] = dataclasses.asdict(self.config)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrialResult:
-        return cls(**{**data, "config": ReplayConfig.from_json(data["config"])})
+        return dataclasses.asdict(self)
 
 
 # --- work done in other processes ------------------------------------------

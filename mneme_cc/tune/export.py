@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 from mneme_cc.errors import UsageError
+from mneme_cc.fileio import write_text_atomic
 from mneme_cc.replay.config import ReplayConfig
 
 MNEME_FORMAT = {"format": "mneme-tuned-kernels", "version": 1}
@@ -75,12 +75,6 @@ def _load(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
-def _write(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
-
-
 def export(best_files: list[Path], proteus: Path | None, mneme: Path | None) -> dict[str, Any]:
     """Merges each best.json into the two files; returns what was written per kernel."""
     if not best_files:
@@ -113,7 +107,7 @@ def export(best_files: list[Path], proteus: Path | None, mneme: Path | None) -> 
             except UsageError as exc:
                 raise UsageError(f"{record.get('demangled') or kernel}: {exc}") from None
             written.setdefault(kernel, {})["proteus"] = table[kernel]
-        _write(proteus, table)
+        write_text_atomic(proteus, json.dumps(table, indent=2, sort_keys=True) + "\n")
     if mneme is not None:
         table = _load(mneme, "mneme-cc tuned-kernels")
         if table and {k: table.get(k) for k in MNEME_FORMAT} != MNEME_FORMAT:
@@ -127,5 +121,5 @@ def export(best_files: list[Path], proteus: Path | None, mneme: Path | None) -> 
                      "arch": record.get("arch"), "demangled": record.get("demangled")}
             table["kernels"].setdefault(kernel, {})[shape] = entry
             written.setdefault(kernel, {}).setdefault("mneme", {})[shape] = entry
-        _write(mneme, table)
+        write_text_atomic(mneme, json.dumps(table, indent=2, sort_keys=True) + "\n")
     return written

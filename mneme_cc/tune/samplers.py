@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from mneme_cc.errors import UsageError
 
-#: Objective name -> how to read it from a verified trial's result.
-OBJECTIVES = {
-    "time": lambda r: r["median_ms"],
-    "registers": lambda r: r["registers"],
-    "cubin_size": lambda r: r["cubin_bytes"],
-}
+#: Objective name -> the TrialResult attribute it minimises.
+OBJECTIVES = {"time": "median_ms", "registers": "registers", "cubin_size": "cubin_bytes"}
 SAMPLERS = ("tpe", "random", "exhaustive", "gp", "cmaes", "nsga2")
 
 

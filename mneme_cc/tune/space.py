@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from mneme_cc.errors import UsageError
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.tune.properties import DeviceProperties
@@ -93,19 +91,6 @@ def _exists(dim: Dimension, params: dict[str, Any]) -> bool:
     return name in params and params[name] in values
 
 
-def scalar_params(instance) -> tuple[int, ...]:
-    """Parameters holding a value rather than a pointer into the recorded window."""
-    base, size = instance.window["base"], instance.window["size"]
-    out = []
-    for i, p in enumerate(instance.params):
-        raw = instance.args[p["offset"]:p["offset"] + p["size"]]
-        if p["size"] == 8 and base <= int(np.frombuffer(raw, np.uint64)[0]) < base + size:
-            continue
-        if p["size"] in (1, 2, 4, 8):
-            out.append(i)
-    return tuple(out)
-
-
 class SearchSpace:
     """A space over one recorded instance on one kind of GPU. Subclass it:
     `dimensions()` and `fields(params)`, optionally `constraints(params)`."""
@@ -164,15 +149,6 @@ class SearchSpace:
             out = grown
         return out
 
-    def size(self) -> int | None:
-        """How many parameter combinations there are (None: continuous), ignoring `when`."""
-        total = 1
-        for dim in self.dimensions():
-            if isinstance(dim, Real):
-                return None
-            total *= len(dim.values())
-        return total
-
 
 class Combined(SearchSpace):
     """Several spaces as one: their dimensions side by side, fields merged."""
@@ -224,12 +200,12 @@ class Specialization(SearchSpace):
 
     def dimensions(self):
         dims = [Bool("specialize_dims")]
-        if scalar_params(self.instance):
+        if self.instance.scalar_params():
             dims.insert(0, Bool("specialize_args"))
         return dims
 
     def fields(self, params):
-        args = scalar_params(self.instance) if params.get("specialize_args") else ()
+        args = self.instance.scalar_params() if params.get("specialize_args") else ()
         return {"specialize_args": args, "specialize_dims": params["specialize_dims"]}
 
 

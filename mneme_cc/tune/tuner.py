@@ -15,11 +15,12 @@ import warnings
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, wait
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mneme_cc.errors import UsageError
+from mneme_cc.fileio import write_text_atomic
 from mneme_cc.tune import outcome as oc
 from mneme_cc.tune.executor import ReplayExecutor, TrialResult
 from mneme_cc.tune.properties import DeviceProperties
@@ -45,12 +46,6 @@ class TuneSettings:
     seed: int | None = None
     out_dir: Path | None = None            # default: <database>/tune/<study>
     cache_dir: Path | None = None
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 class Tuner:
@@ -94,8 +89,7 @@ class Tuner:
     # -- bookkeeping --------------------------------------------------------
 
     def values(self, result: TrialResult) -> list[float]:
-        data = asdict(result)
-        return [float(OBJECTIVES[o](data)) for o in self.settings.objectives]
+        return [float(getattr(result, OBJECTIVES[o])) for o in self.settings.objectives]
 
     def _tell(self, trial, params: dict[str, Any], result: TrialResult, duplicate: bool) -> None:
         import optuna
@@ -162,10 +156,10 @@ class Tuner:
         }
 
     def _write_reports(self) -> None:
-        _write_atomic(self.out / "summary.json", json.dumps(self.summary(), indent=2))
+        write_text_atomic(self.out / "summary.json", json.dumps(self.summary(), indent=2))
         best = self.best_record()
         if best:
-            _write_atomic(self.out / "best.json", json.dumps(best, indent=2))
+            write_text_atomic(self.out / "best.json", json.dumps(best, indent=2))
 
     # -- the loop -----------------------------------------------------------
 
@@ -178,7 +172,6 @@ class Tuner:
                 self.study.enqueue_trial(params, skip_if_exists=True)
             trials = min(trials, len(combos))
         deadline = time.perf_counter() + s.timeout if s.timeout else None
-        self.restarts = 0
         with self.executor(self.instance, devices=s.devices, compile_workers=s.compile_workers,
                             cache_dir=s.cache_dir, trial_timeout=s.trial_timeout) as ex:
             self.baseline = ex.evaluate(self.space.baseline())
@@ -200,14 +193,15 @@ class Tuner:
                         trial.set_user_attr("constraint", reason)
                         self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
                         continue
-                    key = self.space.derive(params).key()
+                    config = self.space.derive(params)
+                    key = config.key()
                     if key in self.results:  # an equivalent config already ran
                         self._tell(trial, params, self.results[key], duplicate=True)
                     elif key in self.waiting:  # ... or is running
                         self.waiting[key].append((trial, params))
                     else:
                         self.waiting[key] = []
-                        in_flight[ex.submit(self.space.derive(params))] = (trial, params)
+                        in_flight[ex.submit(config)] = (trial, params)
                 if not in_flight:
                     break
                 done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)

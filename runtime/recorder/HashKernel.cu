@@ -1,7 +1,9 @@
-// The GPU half of the content hash (mneme/ContentHash.h has the CPU half):
+// The recorder's device code. mneme_hash_chunks is the GPU half of the content
+// hash (mneme/ContentHash.h has the CPU half):
 // one block per chunk, so a snapshot hashes all device memory at memory
 // bandwidth and copies to the host only chunks the store does not hold.
 // Compiled to PTX at build time and loaded by the recorder with the driver.
+// mneme_hold (at the end) keeps a stream busy before a timed launch.
 #include "mneme/ContentHash.h"
 
 using namespace mneme::content_hash;
