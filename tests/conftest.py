@@ -122,3 +122,50 @@ def example_binaries(tmp_path_factory) -> Path:
     for sample in ("managed", "launch_apis"):
         run(["mneme-cxx", "-O2", str(SAMPLES / "record" / f"{sample}.cu"), "-o", str(build / sample)])
     return build
+
+
+def _postgres_bin() -> Path | None:
+    found = shutil.which("initdb")
+    if found:
+        return Path(found).parent
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    return versions[-1].parent if versions else None
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A PostgreSQL server on loopback for this session, its URL.
+
+    Started from Debian's postgresql package (.ci/run installs it); as the
+    postgres user when the tests run as root, since the server refuses root.
+    """
+    import socket
+    import tempfile
+
+    bindir = _postgres_bin()
+    if bindir is None:
+        pytest.skip("PostgreSQL is not installed here (apt-get install postgresql)")
+    pytest.importorskip("psycopg2", reason="needs psycopg2: pip install psycopg2-binary")
+    home = Path(tempfile.mkdtemp(prefix="mneme-pg-"))
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        import pwd
+
+        user = pwd.getpwnam("postgres")
+        os.chmod(home, 0o755)
+        os.chown(home, user.pw_uid, user.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data = home / "data"
+    run([*as_user, str(bindir / "initdb"), "-D", str(data), "-U", "mneme", "--auth=trust",
+         "-E", "UTF8"])
+    run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-l", str(home / "log"), "-w",
+         "-o", f"-p {port} -k {home} -c listen_addresses=127.0.0.1", "start"])
+    try:
+        yield f"postgresql+psycopg2://mneme@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate",
+                        "stop"], capture_output=True)
+        shutil.rmtree(home, ignore_errors=True)

@@ -153,3 +153,32 @@ def test_a_window_already_taken_is_a_clear_error(example_binaries, tmp_path):
     # Once it is free again, the same process replays.
     with Replayer(inst, cache_dir=tmp_path / "cache") as replayer:
         assert replayer.replay(ReplayConfig(iterations=1, warmup=0)).verified
+
+
+@pytest.mark.parametrize("size,offset", [(1 << 20, 0), (1000003, 0), (4096, 3), (15, 0)])
+def test_the_device_comparer_counts_like_numpy(size, offset):
+    """The 16-byte and byte kernels together find every differing byte and the first."""
+    from mneme_cc.replay import device as dev
+    from mneme_cc.replay.gpu_compare import GpuComparer
+
+    rng = np.random.default_rng(size)
+    a = rng.integers(0, 256, size, dtype=np.uint8)
+    b = a.copy()
+    planted = rng.choice(size, min(size, 37), replace=False)
+    b[planted] ^= rng.integers(1, 256, planted.size, dtype=np.uint8)
+    gpu = dev.Device(0)
+    drv = dev._driver()
+    buffers = [int(dev.check(drv.cuMemAlloc(size + 16), "allocating")) for _ in range(2)]
+    try:
+        # offset 3 leaves both buffers misaligned: the byte kernel alone runs.
+        for buffer, data in zip(buffers, (a, b), strict=True):
+            dev.copy_to_device(buffer + offset, data)
+        comparer = GpuComparer(gpu)
+        count, first = comparer.differing(buffers[0] + offset, buffers[1] + offset, size)
+        assert (count, first) == (planted.size, int(planted.min()))
+        assert comparer.differing(buffers[0] + offset, buffers[0] + offset, size) == (0, 2**64 - 1)
+        comparer.close()
+    finally:
+        for buffer in buffers:
+            drv.cuMemFree(buffer)
+        gpu.close()

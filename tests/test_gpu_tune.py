@@ -76,3 +76,33 @@ def test_fault_injection_classifies_every_failure_and_goes_on(example_binaries, 
     (inst,) = RecordDB(db).instances
     with Replayer(inst, cache_dir=tmp_path / "cache") as replayer:
         assert replayer.replay(ReplayConfig(iterations=2, warmup=0)).verified
+
+
+def test_two_tune_processes_share_one_study_on_an_rdb(example_binaries, tmp_path):
+    """Two `mneme tune` processes (two hosts, simulated on one GPU) on one RDB
+    storage finish one study: no trial lost, none run twice."""
+    import subprocess
+    import time
+
+    from tune_doubles import assert_one_study
+
+    db = record(example_binaries / "vector_add", tmp_path / "db")
+    storage = f"sqlite:///{tmp_path / 'shared.db'}"
+    cmd = ["mneme", "tune", "-rdb", str(db), "--space", "standard", "--sampler", "random",
+           "--trials", "40", "--storage", storage, "--study", "shared", "--resume",
+           "--iterations", "5", "--workers", "4", "--json"]
+    env = tool_env(MNEME_CACHE_DIR=str(tmp_path / "cache"))
+    processes = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)]
+    time.sleep(1.0)  # the second joins the study the first created
+    processes.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    summaries = []
+    for p in processes:
+        out, err = p.communicate(timeout=400)
+        assert p.returncode == 0, err
+        summaries.append(json.loads(out))
+    assert all(s["trials"] for s in summaries), summaries
+    assert_one_study(storage, "shared", 40, 2, [db / "tune" / "shared" / "trials.jsonl"])
+    # Both report the study's best, whichever process found it.
+    assert summaries[0]["best_median_ms"] == summaries[1]["best_median_ms"]

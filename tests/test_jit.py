@@ -222,10 +222,10 @@ def test_resource_reports_of_both_formats(log):
     assert (r.registers, r.local_bytes, r.shared_bytes, r.constant_bytes) == (40, 16, 1024, 536)
 
 
-def test_the_device_compare_kernel_compiles():
-    """Verification's compare kernel goes through the same llvmlite + nvJitLink path."""
+def test_the_device_compare_kernels_compile():
+    """Verification's compare kernels go through the same llvmlite + nvJitLink path."""
     from mneme_cc.replay.cubin import compile_cubin
-    from mneme_cc.replay.gpu_compare import COMPARE_IR, KERNEL
+    from mneme_cc.replay.gpu_compare import BYTES, COMPARE_IR, VECTORS
     from mneme_cc.replay.jit import llvm_binding
 
     llvm = llvm_binding()
@@ -233,5 +233,6 @@ def test_the_device_compare_kernel_compiles():
     module.verify()
     ptx = llvm.Target.from_triple(module.triple).create_target_machine(
         cpu="sm_90", opt=3).emit_assembly(module)
-    assert f".entry {KERNEL}(" in ptx and "atom.global.add.u64" in ptx
-    assert compile_cubin(ptx, KERNEL, ReplayConfig(), "sm_90").data[:4] == b"\x7fELF"
+    assert f".entry {BYTES}(" in ptx and f".entry {VECTORS}(" in ptx
+    assert "atom.global.add.u64" in ptx and "ld.global.v4.b32" in ptx  # 16-byte loads
+    assert compile_cubin(ptx, BYTES, ReplayConfig(), "sm_90").data[:4] == b"\x7fELF"

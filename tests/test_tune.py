@@ -6,21 +6,20 @@ runs the real one.
 
 from __future__ import annotations
 
+import itertools
 import json
-from concurrent.futures import Future
 
 import numpy as np
 import pytest
 from conftest import run
 from synthetic_db import make_database
+from tune_doubles import H100, FakeExecutor, assert_one_study
 
 from mneme_cc.errors import UsageError
 from mneme_cc.recorddb import RecordDB
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.tune import outcome as oc
-from mneme_cc.tune.executor import TrialResult
 from mneme_cc.tune.export import export, proteus_entry
-from mneme_cc.tune.properties import DeviceProperties
 from mneme_cc.tune.samplers import make_sampler, parse_objectives
 from mneme_cc.tune.space import (
     Categorical,
@@ -34,12 +33,8 @@ from mneme_cc.tune.space import (
     load_space,
     pick,
 )
+from mneme_cc.tune.storage import open_storage
 from mneme_cc.tune.tuner import Tuner, TuneSettings
-
-H100 = DeviceProperties(name="NVIDIA H100", arch="sm_90", multiprocessors=132,
-                        max_threads_per_block=1024, max_threads_per_multiprocessor=2048,
-                        max_blocks_per_multiprocessor=32, max_registers_per_block=65536,
-                        max_shared_per_block_optin=232448)
 
 
 @pytest.fixture
@@ -85,11 +80,11 @@ def test_derive_is_deterministic_and_grounded(instance):
 
 def test_combinations_honour_conditions(instance):
     space = Combined(instance, H100, [Pipelines, LaunchBounds])
-    combos = space.combinations()
+    combos = list(space.combinations())
     # 4 levels x (no bounds + bounds with 1..8 blocks)
     assert len(combos) == 4 * (1 + 8)
     assert all(("min_blocks_per_sm" in c) == c["launch_bounds"] for c in combos)
-    options = Combined(instance, H100, [Pipelines, TuningOptions]).combinations()
+    options = list(Combined(instance, H100, [Pipelines, TuningOptions]).combinations())
     assert len(options) == 2 + 2 * 2 ** 4  # O0, O1, then O2 and O3 with 4 tuning flags
     tuned = [c for c in options if "loop_unrolling" in c]
     assert all(c["pipeline"] in ("default<O2>", "default<O3>") for c in tuned)
@@ -142,46 +137,6 @@ def test_device_errors_are_classified(code, outcome):
     assert oc.classify_device_error(code) == outcome
 
 
-class FakeExecutor:
-    """The GPU stage as a rule: O0 computes something else, a 32-register cap
-    does not compile, 8 blocks per SM hang, 7 fault; the rest verify, faster
-    at higher levels and with specialisation."""
-
-    submitted: list[ReplayConfig] = []
-
-    def __init__(self, instance, devices, compile_workers, cache_dir, trial_timeout):
-        self.workers, self.restarts = list(devices), 0
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        pass
-
-    def evaluate(self, config):
-        return self.submit(config).result()
-
-    def submit(self, config):
-        FakeExecutor.submitted.append(config)
-        future = Future()
-        if config.baseline:
-            result = TrialResult(oc.VERIFIED, config, median_ms=1.0, samples_ms=[1.0])
-        elif config.pipeline == "default<O0>":
-            result = TrialResult(oc.FAILED_VERIFICATION, config, error="allocation 0x1: differs")
-        elif config.max_registers == 32:
-            result = TrialResult(oc.COMPILE_ERROR, config, error="ptxas rejected the kernel")
-        elif config.min_blocks_per_sm == 8:
-            result = TrialResult(oc.TIMEOUT, config, error="no result within 1 s")
-        elif config.min_blocks_per_sm == 7:
-            result = TrialResult(oc.RUNTIME_ERROR, config, error="CUDA_ERROR_ILLEGAL_ADDRESS")
-        else:
-            ms = 1.0 - 0.1 * int(config.pipeline[-2]) - 0.05 * bool(config.specialize_args)
-            result = TrialResult(oc.VERIFIED, config, median_ms=ms, samples_ms=[ms],
-                                 registers=32, cubin_bytes=4096)
-        future.set_result(result)
-        return future
-
-
 def tune(instance, tmp_path, **settings):
     FakeExecutor.submitted = []
     defaults = {"trials": 40, "sampler": "random", "seed": 1, "compile_workers": 2,
@@ -207,7 +162,7 @@ def test_the_tuning_loop_classifies_and_keeps_the_best_verified(instance, tmp_pa
     keys = [c.key() for c in FakeExecutor.submitted if not c.baseline]
     assert len(keys) == len(set(keys))
     assert sum(x["duplicate"] for x in lines) == 40 - len(keys)
-    failed = [t for t in tuner.study.trials if t.user_attrs["outcome"] != oc.VERIFIED]
+    failed = [t for t in tuner.study.trials if t.user_attrs["result"]["outcome"] != oc.VERIFIED]
     assert all(t.state.name == "FAIL" for t in failed)
     assert json.loads((tmp_path / "study" / "summary.json").read_text())["trials"] == 40
 
@@ -224,7 +179,7 @@ def test_a_study_resumes_and_refuses_to_restart_silently(instance, tmp_path):
     tune(instance, tmp_path, space="quick", trials=5)
     with pytest.raises(UsageError, match="already exists.*--resume"):
         tune(instance, tmp_path, space="quick", trials=5)
-    tuner, _ = tune(instance, tmp_path, space="quick", trials=5, resume=True, seed=2)
+    tuner, _ = tune(instance, tmp_path, space="quick", trials=10, resume=True, seed=2)
     assert len(tuner.study.trials) == 10
     lines = (tmp_path / "study" / "trials.jsonl").read_text().splitlines()
     assert len(lines) == 10
@@ -295,5 +250,89 @@ def test_bad_export_input(tmp_path):
 
 
 def test_search_space_base_is_empty_and_categoricals_enumerate(instance):
-    assert SearchSpace(instance, H100).combinations() == [{}]
+    assert list(SearchSpace(instance, H100).combinations()) == [{}]
     assert Categorical("x", (1, 2)).values() == [1, 2]
+
+
+# --- several processes on one study -----------------------------------------
+
+COOPERATE = """
+import sys
+from mneme_cc.recorddb import RecordDB
+from mneme_cc.tune.storage import open_storage
+from mneme_cc.tune.tuner import Tuner, TuneSettings
+from tune_doubles import H100, SlowFakeExecutor
+db, storage, study, sampler, trials = sys.argv[1:]
+(inst,) = RecordDB(db).instances
+settings = TuneSettings(space="standard", sampler=sampler, trials=int(trials), storage=storage,
+                        study_name=study, resume=True, compile_workers=2)
+print(Tuner(inst, settings, props=H100, executor=SlowFakeExecutor).run()["trials"])
+"""
+
+
+def _cooperate(instance, storage: str, study: str, sampler: str, trials: int) -> list[int]:
+    """Two processes on one study; the second starts once the first has a result
+    (an exhaustive study is queued by then). Returns each one's trial count."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    cmd = [sys.executable, "-c", COOPERATE, str(instance.db.path), storage, study, sampler,
+           str(trials)]
+    first = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    jsonl = instance.db.path / "tune" / study / "trials.jsonl"
+    deadline = time.time() + 60
+    while not jsonl.exists() and first.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    second = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    counts = []
+    for process in (first, second):
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err
+        counts.append(int(out.split()[-1]))
+    return counts
+
+
+@pytest.mark.parametrize("sampler", ["random", "exhaustive"])
+def test_two_processes_share_one_study_in_postgresql(instance, postgres_url, sampler):
+    """No trial lost, none duplicated; exhaustive runs each combination once."""
+    import optuna
+
+    trials = 60
+    counts = _cooperate(instance, postgres_url, f"shared-{sampler}", sampler, trials)
+    assert all(counts) and sum(counts) >= trials, counts  # both took part
+    frozen = assert_one_study(postgres_url, f"shared-{sampler}", trials, 2,
+                              [instance.db.path / "tune" / f"shared-{sampler}" / "trials.jsonl"])
+    if sampler == "exhaustive":
+        space = load_space("standard", instance, H100)
+        expected = list(itertools.islice(space.combinations(), trials))
+        state = optuna.trial.TrialState
+        ran = [t.params for t in frozen if t.state != state.PRUNED]
+        assert len(ran) == trials and all(p in ran for p in expected)
+
+
+def test_two_processes_share_the_default_journal(instance):
+    storage = str(instance.db.path / "tune" / "journal" / "study.log")
+    counts = _cooperate(instance, storage, "journal", "random", 40)
+    assert all(counts)
+    assert_one_study(open_storage(storage, instance.db.path), "journal", 40, 2,
+                     [instance.db.path / "tune" / "journal" / "trials.jsonl"])
+
+
+def test_storage_errors_are_one_line(instance, tmp_path):
+    with pytest.raises(UsageError, match="not a storage: give a journal file"):
+        open_storage(str(tmp_path / "study.txt"), tmp_path)
+    with pytest.raises(UsageError, match=r"--storage postgresql\+psycopg2://nobody@127.0.0.1:9/x: "
+                                         r"OperationalError"):
+        open_storage("postgresql+psycopg2://nobody@127.0.0.1:9/x", tmp_path)
+    import importlib.util
+
+    if importlib.util.find_spec("psycopg") is None:  # SQLAlchemy's default PostgreSQL driver
+        with pytest.raises(UsageError, match=r"needs the Python package 'psycopg': "
+                                             r"pip install 'psycopg\[binary\]'"):
+            open_storage("postgresql://nobody@127.0.0.1:9/x", tmp_path)

@@ -16,6 +16,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +28,8 @@ from mneme_cc.replay.cubin import Resources
 from mneme_cc.replay.gpu_compare import GpuComparer
 from mneme_cc.replay.jit import KernelLaunch
 from mneme_cc.replay.verify import Mismatch, compare, policies_for
+
+TIMING_BATCH = 32  # timed launches queued behind the gate at once
 
 
 @dataclass
@@ -145,12 +148,16 @@ class Replayer:
                 copy = dev.check(drv.cuMemAlloc(region.size), "allocating a pristine copy")
                 dev.check(drv.cuMemcpyDtoD(copy, region.address, region.size), "copying")
                 self.pristine.append((region.address, int(copy), region.size))
-        self.start = dev.check(drv.cuEventCreate(0), "creating an event")
-        self.stop = dev.check(drv.cuEventCreate(0), "creating an event")
         self.gate = dev.LaunchGate()
         self.params = dev.KernelParams(inst.args, inst.params)
-        # Globals are restored before every launch: read (and decompress) them once.
-        self.prologue_globals = [(g.name, g.read()) for g in prologue.globals]
+        # Globals are restored before every launch, from device copies, so that
+        # restoring never waits on the host (timed launches queue behind a gate).
+        self.prologue_globals: list[tuple[str, int, int]] = []  # (name, copy, size)
+        for g in prologue.globals:
+            copy = int(dev.check(drv.cuMemAlloc(max(g.size, 1)), "allocating a global's copy"))
+            self.prologue_globals.append((g.name, copy, g.size))
+            dev.copy_to_device(copy, g.read())
+        self.timing_events: list[tuple[Any, Any]] = []  # (start, stop) per timed launch
         self.flush = None  # twice the L2, written before a launch when flush_l2 is set
         self._epilogue_cache: dict = {}
         self._expected_dev: dict[int, int] = {}
@@ -158,8 +165,11 @@ class Replayer:
 
     def __exit__(self, *exc) -> None:
         drv = dev._driver()
-        for _, copy, _ in self.pristine:
+        for _, copy, _ in self.pristine + self.prologue_globals:
             drv.cuMemFree(copy)
+        for start, stop in self.timing_events:
+            drv.cuEventDestroy(start)
+            drv.cuEventDestroy(stop)
         if self.flush:
             drv.cuMemFree(self.flush[0])
         for copy in self._expected_dev.values():
@@ -197,9 +207,10 @@ class Replayer:
         drv = dev._driver()
         for address, copy, size in self.pristine:
             dev.check(drv.cuMemcpyDtoDAsync(address, copy, size, self.device.stream), "restoring")
-        for name, data in self.prologue_globals:
-            if name in globals_:
-                dev.copy_to_device(globals_[name], data)
+        for name, copy, size in self.prologue_globals:
+            if name in globals_ and size:
+                dev.check(drv.cuMemcpyDtoDAsync(globals_[name], copy, size, self.device.stream),
+                          "restoring")
 
     def _flush_l2(self) -> None:
         drv = dev._driver()
@@ -274,6 +285,50 @@ class Replayer:
                                    self._expected(region), policies.get(region.name)))
         return [m for m in out if m is not None]
 
+    def _events(self, count: int) -> list[tuple[Any, Any]]:
+        drv = dev._driver()
+        while len(self.timing_events) < count:
+            self.timing_events.append((dev.check(drv.cuEventCreate(0), "creating an event"),
+                                       dev.check(drv.cuEventCreate(0), "creating an event")))
+        return self.timing_events[:count]
+
+    def _time(self, function, grid, block, smem: int, globals_: dict[str, int],
+              config: ReplayConfig) -> list[float]:
+        """Milliseconds of each timed launch, warm-up launches dropped.
+
+        Launches are queued in batches behind the gate (restore, flush, start
+        event, launch, stop event, ...) and the gate opened once per batch:
+        the GPU runs them back to back while each event pair brackets one
+        kernel alone, and the host waits once per batch, not once per launch.
+        A batch stays well under the depth at which queuing would block.
+        """
+        drv = dev._driver()
+        stream = self.device.stream
+        cooperative = self.instance.cooperative
+        samples: list[float] = []
+        if config.flush_l2:
+            self._flush_l2()  # allocates its buffer now, not while the stream is held
+        total = config.warmup + config.iterations
+        for first in range(0, total, TIMING_BATCH):
+            batch = self._events(min(TIMING_BATCH, total - first))
+            self.gate.hold(stream)
+            try:
+                for start, stop in batch:
+                    self._restore(globals_)
+                    if config.flush_l2:
+                        self._flush_l2()
+                    dev.check(drv.cuEventRecord(start, stream), "timing")
+                    self._launch(function, grid, block, smem, cooperative)
+                    dev.check(drv.cuEventRecord(stop, stream), "timing")
+            finally:
+                self.gate.open()
+            dev.check(drv.cuEventSynchronize(batch[-1][1]), "running the kernel")
+            for i, (start, stop) in enumerate(batch, first):
+                if i >= config.warmup:
+                    samples.append(float(dev.check(drv.cuEventElapsedTime(start, stop),
+                                                   "timing")))
+        return samples
+
     def replay(self, config: ReplayConfig | None = None) -> ReplayResult:
         config = config or ReplayConfig()
         drv = dev._driver()
@@ -310,22 +365,7 @@ class Replayer:
             lap("launch")
             mismatches = self._verify(globals_, config)
             lap("verify")
-            samples = []
-            for i in range(config.warmup + config.iterations):
-                self._restore(globals_)
-                if config.flush_l2:
-                    self._flush_l2()
-                self.gate.hold(stream)
-                try:
-                    dev.check(drv.cuEventRecord(self.start, stream), "timing")
-                    self._launch(function, grid, block, smem, inst.cooperative)
-                    dev.check(drv.cuEventRecord(self.stop, stream), "timing")
-                finally:
-                    self.gate.open()
-                dev.check(drv.cuEventSynchronize(self.stop), "running the kernel")
-                if i >= config.warmup:
-                    samples.append(float(dev.check(drv.cuEventElapsedTime(self.start, self.stop),
-                                                   "timing")))
+            samples = self._time(function, grid, block, smem, globals_, config)
             lap("time")
             occupancy, limit = self._occupancy(function, block, smem)
             return ReplayResult(config, not mismatches, mismatches, samples,

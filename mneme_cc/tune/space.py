@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -136,18 +136,22 @@ class SearchSpace:
                 params[dim.name] = trial.suggest_categorical(dim.name, dim.choices)
         return params
 
-    def combinations(self) -> list[dict[str, Any]]:
-        """Every set of parameter values, with `when` honoured (discrete spaces only)."""
-        out: list[dict[str, Any]] = [{}]
-        for dim in self.dimensions():
-            grown = []
-            for params in out:
-                if not _exists(dim, params):
-                    grown.append(params)
-                    continue
-                grown.extend({**params, dim.name: v} for v in dim.values())
-            out = grown
-        return out
+    def combinations(self) -> Iterator[dict[str, Any]]:
+        """Every set of parameter values, with `when` honoured (discrete spaces
+        only), generated in order: the last dimension varies fastest."""
+        dims = self.dimensions()
+        values = [dim.values() for dim in dims]  # a continuous one refuses here
+
+        def grow(i: int, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+            if i == len(dims):
+                yield params
+            elif not _exists(dims[i], params):
+                yield from grow(i + 1, params)
+            else:
+                for value in values[i]:
+                    yield from grow(i + 1, {**params, dims[i].name: value})
+
+        return grow(0, {})
 
 
 class Combined(SearchSpace):

@@ -8,6 +8,7 @@ asks the study for trials and tells it results.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -21,11 +22,17 @@ from typing import Any
 
 from mneme_cc.errors import UsageError
 from mneme_cc.fileio import write_text_atomic
+from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.tune import outcome as oc
 from mneme_cc.tune.executor import ReplayExecutor, TrialResult
 from mneme_cc.tune.properties import DeviceProperties
 from mneme_cc.tune.samplers import OBJECTIVES, make_sampler
 from mneme_cc.tune.space import SearchSpace, load_space
+from mneme_cc.tune.storage import describe, open_storage
+
+
+def _params_key(params: dict[str, Any]) -> str:
+    return json.dumps(params, sort_keys=True, default=str)
 
 
 @dataclass
@@ -40,7 +47,7 @@ class TuneSettings:
     trial_timeout: float = 60.0
     iterations: int = 20
     warmup: int = 3
-    storage: str | None = None             # default: sqlite in the output directory
+    storage: str | None = None             # default: a journal file in the output directory
     study_name: str | None = None
     resume: bool = False
     seed: int | None = None
@@ -63,20 +70,20 @@ class Tuner:
         self.name = settings.study_name or f"{instance.name}-{settings.space.replace('/', '_')}"
         self.out = Path(settings.out_dir or instance.db.path / "tune" / self.name)
         self.out.mkdir(parents=True, exist_ok=True)
-        storage = settings.storage or f"sqlite:///{self.out / 'study.db'}"
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        storage = open_storage(settings.storage, self.out)
+        self.storage_name = describe(settings.storage, self.out)
         directions = ["minimize"] * len(settings.objectives)
-        try:
-            existing = optuna.study.get_all_study_names(storage)
-        except Exception as exc:  # noqa: BLE001 - a bad URL or an unreachable server
-            raise UsageError(f"--storage {storage}: {type(exc).__name__}: {exc}") from None
+        existing = optuna.study.get_all_study_names(storage)
         if self.name in existing and not settings.resume:
-            raise UsageError(f"study '{self.name}' already exists in {storage}: pass --resume "
-                             "to continue it, or --study NAME for a new one")
+            raise UsageError(f"study '{self.name}' already exists in {self.storage_name}: pass "
+                             "--resume to continue it, or --study NAME for a new one")
+        self.storage = storage
         self.study = optuna.create_study(
             study_name=self.name, storage=storage, directions=directions, load_if_exists=True,
             sampler=make_sampler(settings.sampler, len(directions), settings.seed))
+        self.study_id = storage.get_study_id_from_name(self.name)
         self.counts: Counter[str] = Counter()
         self.results: dict[str, TrialResult] = {}   # grounded config key -> result
         # Trials whose config equals one still running: told when it finishes.
@@ -94,12 +101,12 @@ class Tuner:
     def _tell(self, trial, params: dict[str, Any], result: TrialResult, duplicate: bool) -> None:
         import optuna
 
-        trial.set_user_attr("outcome", result.outcome)
-        trial.set_user_attr("config", json.loads(result.config.to_json()))
-        if result.error:
-            trial.set_user_attr("error", result.error[:500])
+        # One attribute, not several: each is a storage transaction.
+        trial.set_user_attr("result", {
+            "outcome": result.outcome, "median_ms": result.median_ms,
+            "registers": result.registers, "cubin_bytes": result.cubin_bytes,
+            "error": result.error[:500], "config": json.loads(result.config.to_json())})
         if result.verified:
-            trial.set_user_attr("median_ms", result.median_ms)
             self.study.tell(trial, self.values(result))
             if self.best is None or self.values(result) < self.values(self.best):
                 self.best = result
@@ -112,8 +119,13 @@ class Tuner:
                 "registers": result.registers, "cubin_bytes": result.cubin_bytes,
                 "error": result.error, "seconds": result.seconds,
                 "config": json.loads(result.config.to_json())}
-        with open(self.out / "trials.jsonl", "a") as f:
-            f.write(json.dumps(line) + "\n")
+        # One write(2) on an O_APPEND file: lines from processes sharing the
+        # study directory never interleave.
+        fd = os.open(self.out / "trials.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (json.dumps(line) + "\n").encode())
+        finally:
+            os.close(fd)
         if self.on_trial:
             self.on_trial(self, result)
 
@@ -135,6 +147,7 @@ class Tuner:
             "baseline": self.baseline.to_dict() if self.baseline else None,
             "best_median_ms": self.best.median_ms if self.best else None,
             "speedup": self.speedup(), "worker_restarts": self.restarts,
+            "storage": self.storage_name,
             "device": self.props.to_dict(), "output": str(self.out),
         }
 
@@ -163,30 +176,57 @@ class Tuner:
 
     # -- the loop -----------------------------------------------------------
 
+    def _study_size(self, *states) -> int:
+        """Trials of the study in `states`, counting every process on it."""
+        return self.storage.get_n_trials(self.study_id, states or None)
+
+    def _may_ask(self, trials: int) -> bool:
+        import optuna
+
+        state = optuna.trial.TrialState
+        if self._study_size(state.RUNNING, state.COMPLETE, state.PRUNED, state.FAIL) >= trials:
+            return False
+        # Exhaustive: only the enqueued combinations, never a random extra.
+        return self.settings.sampler != "exhaustive" or self._study_size(state.WAITING) > 0
+
+    def _queued(self, trial) -> bool:
+        """Whether the trial is an enqueued combination, not a sampled one."""
+        trial_id = self.storage.get_trial_id_from_study_id_trial_number(self.study_id,
+                                                                        trial.number)
+        return "fixed_params" in self.storage.get_trial_system_attrs(trial_id)
+
     def run(self) -> dict[str, Any]:
+        """Until the study holds `trials` trials (from every process on it)."""
         s = self.settings
         trials = s.trials
         if s.sampler == "exhaustive":
-            combos = self.space.combinations()
+            # The first `trials` combinations, queued once: a process that
+            # joins (or resumes) queues only those not in the study yet.
+            combos = list(itertools.islice(self.space.combinations(), trials))
+            seen = {_params_key(t.system_attrs.get("fixed_params", t.params))
+                    for t in self.study.get_trials(deepcopy=False)}
             for params in combos:
-                self.study.enqueue_trial(params, skip_if_exists=True)
-            trials = min(trials, len(combos))
+                if _params_key(params) not in seen:
+                    self.study.enqueue_trial(params)
+            trials = len(combos)
         deadline = time.perf_counter() + s.timeout if s.timeout else None
         with self.executor(self.instance, devices=s.devices, compile_workers=s.compile_workers,
                             cache_dir=s.cache_dir, trial_timeout=s.trial_timeout) as ex:
             self.baseline = ex.evaluate(self.space.baseline())
             self.started = time.perf_counter()
             in_flight: dict[Any, tuple[Any, dict[str, Any]]] = {}
-            asked = 0
             # Enough in flight to keep compilers and GPUs busy.
             depth = 2 * (len(ex.workers) + (s.compile_workers or os.cpu_count() or 1))
-            while asked < trials or in_flight:
+            while True:
                 out_of_time = deadline is not None and time.perf_counter() > deadline
-                while asked < trials and len(in_flight) < depth and not out_of_time:
+                while len(in_flight) < depth and not out_of_time and self._may_ask(trials):
                     trial = self.study.ask()
-                    asked += 1
                     params = self.space.sample(trial)
                     reason = self.space.constraints(params)
+                    if s.sampler == "exhaustive" and not self._queued(trial):
+                        # Another process took the last queued combination
+                        # between our look at the queue and our ask.
+                        reason = "exhaustive: the queue was empty"
                     if reason:
                         import optuna
 
@@ -216,5 +256,18 @@ class Tuner:
                 self.restarts = ex.restarts
                 self._write_reports()
             self.restarts = ex.restarts
+        self._adopt_study_best()
         self._write_reports()
         return self.summary()
+
+    def _adopt_study_best(self) -> None:
+        """With several processes on one study, the best may be another's."""
+        if len(self.settings.objectives) > 1 or not self.study.best_trials:
+            return
+        trial = self.study.best_trial
+        if self.best is None or trial.values[0] < self.values(self.best)[0]:
+            r = trial.user_attrs["result"]
+            self.best = TrialResult(
+                oc.VERIFIED, ReplayConfig.from_json(json.dumps(r["config"])),
+                median_ms=r["median_ms"], registers=r["registers"],
+                cubin_bytes=r["cubin_bytes"])

@@ -1,0 +1,88 @@
+"""Test doubles for the tuner's GPU side, and the checks that several
+processes on one storage ran one study (used by the CPU and GPU tiers)."""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import Future
+from pathlib import Path
+
+from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.tune import outcome as oc
+from mneme_cc.tune.executor import TrialResult
+from mneme_cc.tune.properties import DeviceProperties
+
+H100 = DeviceProperties(name="NVIDIA H100", arch="sm_90", multiprocessors=132,
+                        max_threads_per_block=1024, max_threads_per_multiprocessor=2048,
+                        max_blocks_per_multiprocessor=32, max_registers_per_block=65536,
+                        max_shared_per_block_optin=232448)
+
+
+class FakeExecutor:
+    """The GPU stage as a rule: O0 computes something else, a 32-register cap
+    does not compile, 8 blocks per SM hang, 7 fault; the rest verify, faster
+    at higher levels and with specialisation."""
+
+    submitted: list[ReplayConfig] = []
+
+    def __init__(self, instance, devices, compile_workers, cache_dir, trial_timeout):
+        self.workers, self.restarts = list(devices), 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def evaluate(self, config):
+        return self.submit(config).result()
+
+    def submit(self, config):
+        FakeExecutor.submitted.append(config)
+        future = Future()
+        if config.baseline:
+            result = TrialResult(oc.VERIFIED, config, median_ms=1.0, samples_ms=[1.0])
+        elif config.pipeline == "default<O0>":
+            result = TrialResult(oc.FAILED_VERIFICATION, config, error="allocation 0x1: differs")
+        elif config.max_registers == 32:
+            result = TrialResult(oc.COMPILE_ERROR, config, error="ptxas rejected the kernel")
+        elif config.min_blocks_per_sm == 8:
+            result = TrialResult(oc.TIMEOUT, config, error="no result within 1 s")
+        elif config.min_blocks_per_sm == 7:
+            result = TrialResult(oc.RUNTIME_ERROR, config, error="CUDA_ERROR_ILLEGAL_ADDRESS")
+        else:
+            ms = 1.0 - 0.1 * int(config.pipeline[-2]) - 0.05 * bool(config.specialize_args)
+            result = TrialResult(oc.VERIFIED, config, median_ms=ms, samples_ms=[ms],
+                                 registers=32, cubin_bytes=4096)
+        future.set_result(result)
+        return future
+
+
+class SlowFakeExecutor(FakeExecutor):
+    """Takes a GPU's few milliseconds per trial, so that processes interleave."""
+
+    def submit(self, config):
+        time.sleep(0.005)
+        return super().submit(config)
+
+
+def assert_one_study(storage, study_name: str, trials: int, processes: int,
+                     jsonl: list[Path]) -> list:
+    """Every trial finished exactly once, none lost, none duplicated."""
+    import optuna
+
+    study = optuna.load_study(study_name=study_name, storage=storage)
+    frozen = study.get_trials(deepcopy=False)
+    state = optuna.trial.TrialState
+    assert all(t.state in (state.COMPLETE, state.FAIL, state.PRUNED) for t in frozen), \
+        [t.state for t in frozen]
+    # Each process stops asking once the study holds `trials`; two asking
+    # at the same moment may add one more each.
+    assert trials <= len(frozen) <= trials + processes - 1
+    assert sorted(t.number for t in frozen) == list(range(len(frozen)))
+    told = [json.loads(line)["trial"] for path in jsonl for line in
+            path.read_text().splitlines()]
+    evaluated = [t.number for t in frozen if t.state != state.PRUNED]
+    assert sorted(told) == sorted(evaluated)  # each evaluated trial recorded once
+    return frozen
