@@ -21,10 +21,12 @@ printed apart). Run on the GPU machine from the repository root:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +55,11 @@ def tune(inst, space: str, workers: int, scratch: Path, label: str) -> dict:
     summary = Tuner(inst, settings).run()
     setup = time.perf_counter() - start - summary["seconds"]
     v = summary["outcomes"].get("verified", 0)
+    if v < summary["trials"]:
+        errors = Counter(json.loads(line)["error"][:160] for line in
+                         (scratch / study / "trials.jsonl").read_text().splitlines())
+        print(f"    outcomes {summary['outcomes']}; baseline {summary['baseline']['outcome']} "
+              f"{summary['baseline']['error'][:160]}; errors {errors.most_common(3)}")
     print(f"{label:11s} {space:11s} workers {workers:2d}: {summary['trials']} trials, "
           f"{v} verified, {summary['observations_per_second']:6.1f} observations/s "
           f"({summary['verified_per_second']:.1f} verified/s); start-up and baseline "

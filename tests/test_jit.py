@@ -193,6 +193,9 @@ def test_compile_cache_hits_and_misses(bitcode, tmp_path):
     # What ran can be shown from a hit as from a miss: the IR, PTX and cubin.
     assert again.ir == first.ir and f"@{KERNEL}(" in first.ir
     assert again.ptx == first.ptx
+    # A cache directory given as text (worker processes get one) is the same cache.
+    assert compile_kernel(bitcode, "irhash", LAUNCH, ReplayConfig(specialize_args=(3,)), "sm_90",
+                          cache_dir=str(tmp_path)).cache_hit
     assert not compile_(ReplayConfig(specialize_args=(3,), max_registers=32)).cache_hit
     assert not compile_(ReplayConfig()).cache_hit
     # Launch-bound values without launch bounds are the same binary.

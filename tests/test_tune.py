@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -277,7 +278,6 @@ def _cooperate(instance, storage: str, study: str, sampler: str, trials: int) ->
     import subprocess
     import sys
     import time
-    from pathlib import Path
 
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
     cmd = [sys.executable, "-c", COOPERATE, str(instance.db.path), storage, study, sampler,
@@ -336,3 +336,40 @@ def test_storage_errors_are_one_line(instance, tmp_path):
         with pytest.raises(UsageError, match=r"needs the Python package 'psycopg': "
                                              r"pip install 'psycopg\[binary\]'"):
             open_storage("postgresql://nobody@127.0.0.1:9/x", tmp_path)
+
+
+# --- reports -----------------------------------------------------------------
+
+def test_report_draws_every_figure_and_a_page(instance, tmp_path):
+    studies = instance.db.path / "tune"
+    tune(instance, tmp_path, space="standard", trials=40, study_name="one",
+         out_dir=studies / "one")
+    tune(instance, tmp_path, space="quick", sampler="nsga2", objectives=["time", "registers"],
+         trials=12, study_name="two", out_dir=studies / "two")
+    out = run(["mneme", "report", "-rdb", str(instance.db.path)])
+    written = [Path(line) for line in out.stdout.split()]
+    names = {(p.parent.parent.name, p.name) for p in written}
+    assert {("one", "history.png"), ("one", "importance.png"), ("one", "distribution.png"),
+            ("one", "report.html"), ("two", "pareto.png"), ("two", "report.html")} <= names
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written if p.suffix == ".png")
+    page = (studies / "one" / "report" / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 3 and "failed_verification" in page
+    # The importance plot names the parameters the space searched.
+    import optuna
+
+    from mneme_cc.tune.report import StudyDir
+
+    assert set(optuna.importance.get_param_importances(StudyDir(studies / "one").study())) \
+        <= {"pipeline", "specialize_args", "specialize_dims", "launch_bounds",
+            "min_blocks_per_sm", "ptxas_opt_level", "max_registers"}
+
+
+def test_report_errors_are_one_line(instance, tmp_path):
+    out = run(["mneme", "report", "-rdb", str(instance.db.path)], check=False)
+    assert out.returncode == 2 and out.stderr.strip().count("\n") == 0
+    assert "no tuning studies in" in out.stderr and "run `mneme tune" in out.stderr
+    tune(instance, tmp_path, space="quick", trials=4, study_name="one",
+         out_dir=instance.db.path / "tune" / "one")
+    out = run(["mneme", "report", "-rdb", str(instance.db.path), "--study", "nope"],
+              check=False)
+    assert out.returncode == 2 and "no study nope in" in out.stderr

@@ -14,6 +14,7 @@ from mneme_cc.cli import (
     ls_command,
     record_command,
     replay_command,
+    report_command,
     show_command,
     tune_command,
 )
@@ -63,3 +64,4 @@ app.command("show")(show_command.show)
 app.command("replay")(replay_command.replay)
 app.command("tune")(tune_command.tune)
 app.command("export")(export_command.export)
+app.command("report")(report_command.report)

@@ -83,7 +83,7 @@ def cache_key(ir_hash: str, launch: KernelLaunch, config: ReplayConfig, arch: st
 def compile_kernel(bitcode: bytes, ir_hash: str, launch: KernelLaunch, config: ReplayConfig,
                    arch: str, cache_dir: Path | None = None) -> CompiledKernel:
     """Compiles (or finds in the cache) the kernel as config says, for arch."""
-    cache = cache_dir or default_cache_dir()
+    cache = Path(cache_dir) if cache_dir else default_cache_dir()
     key = cache_key(ir_hash, launch, config, arch)
     entry = cache / key[:2] / key
     if (entry / "meta.json").exists() and (entry / "kernel.ll").exists():

@@ -69,6 +69,14 @@ def _instance(db_path: str, name: str):
     return _instances[db_path, name]
 
 
+def _warm(db_path: str, name: str) -> None:
+    """Starts a compile process: imports LLVM and reads the instance once."""
+    from mneme_cc.replay.jit import llvm_binding
+
+    llvm_binding()
+    _instance(db_path, name)
+
+
 def _compile(db_path: str, name: str, config_json: str, arch: str, cache_dir: str | None):
     """Compiles into the disk cache; returns (error or "", compile seconds)."""
     from mneme_cc.replay.replayer import compile_instance
@@ -197,11 +205,24 @@ class ReplayExecutor:
         self.db_path, self.name = str(instance.db.path), instance.name
         self.cache_dir = str(cache_dir) if cache_dir else None
         self.trial_timeout = trial_timeout
-        self.workers = [_GpuWorker(self.db_path, self.name, d, self.cache_dir, start_timeout)
-                        for d in devices]
+        workers = compile_workers or os.cpu_count() or 1
+        self._pool = ProcessPoolExecutor(workers, mp_context=_SPAWN)
+        # Compile processes start while the GPU workers restore the instance,
+        # not during the first trials.
+        warming = [self._pool.submit(_warm, self.db_path, self.name) for _ in range(workers)]
+        self.workers: list[_GpuWorker] = []
+        try:
+            for d in devices:
+                self.workers.append(_GpuWorker(self.db_path, self.name, d, self.cache_dir,
+                                               start_timeout))
+            for future in warming:
+                future.result()
+        except BaseException:
+            for w in self.workers:
+                w.close()
+            self._pool.shutdown(cancel_futures=True)
+            raise
         self.arch = self.workers[0].arch
-        self._pool = ProcessPoolExecutor(compile_workers or os.cpu_count() or 1,
-                                         mp_context=_SPAWN)
         self._queue: queue.Queue = queue.Queue()
         self._threads = [threading.Thread(target=self._serve, args=(w,), daemon=True)
                          for w in self.workers]

@@ -104,8 +104,9 @@ class Tuner:
         # One attribute, not several: each is a storage transaction.
         trial.set_user_attr("result", {
             "outcome": result.outcome, "median_ms": result.median_ms,
-            "registers": result.registers, "cubin_bytes": result.cubin_bytes,
-            "error": result.error[:500], "config": json.loads(result.config.to_json())})
+            "samples_ms": result.samples_ms, "registers": result.registers,
+            "cubin_bytes": result.cubin_bytes, "error": result.error[:500],
+            "config": json.loads(result.config.to_json())})
         if result.verified:
             self.study.tell(trial, self.values(result))
             if self.best is None or self.values(result) < self.values(self.best):
@@ -162,7 +163,7 @@ class Tuner:
             "launch": {"grid": list(inst.grid), "block": list(inst.block),
                        "shared_mem_bytes": inst.shared_mem_bytes},
             "config": json.loads(self.best.config.to_json()),
-            "median_ms": self.best.median_ms,
+            "median_ms": self.best.median_ms, "samples_ms": self.best.samples_ms,
             "baseline_ms": self.baseline.median_ms if self.baseline and self.baseline.verified
             else None, "speedup": self.speedup(), "registers": self.best.registers,
             "device": self.props.name, "arch": self.props.arch,
@@ -269,5 +270,5 @@ class Tuner:
             r = trial.user_attrs["result"]
             self.best = TrialResult(
                 oc.VERIFIED, ReplayConfig.from_json(json.dumps(r["config"])),
-                median_ms=r["median_ms"], registers=r["registers"],
+                median_ms=r["median_ms"], samples_ms=r["samples_ms"], registers=r["registers"],
                 cubin_bytes=r["cubin_bytes"])

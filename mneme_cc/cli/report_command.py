@@ -1,0 +1,30 @@
+"""`mneme report -rdb DIR [--study NAME ...] [--out DIR]`: plots of tuning studies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from mneme_cc.cli._errors import reports_errors
+
+
+@reports_errors
+def report(
+    database: Annotated[Path, typer.Option("-rdb", "--rdb", help="The record database.")],
+    study: Annotated[Optional[list[str]], typer.Option(
+        help="A study under DIR/tune (repeatable); default: every one.")] = None,
+    out: Annotated[Optional[Path], typer.Option(
+        help="Where to write (one study only); default: DIR/tune/<study>/report.")] = None,
+) -> None:
+    """Plot tuning studies: history, parameter importance, Pareto front, best vs baseline."""
+    from mneme_cc.errors import UsageError
+    from mneme_cc.tune.report import find_studies, render
+
+    studies = find_studies(database, study)
+    if out is not None and len(studies) > 1:
+        raise UsageError("--out names one directory: choose one study with --study")
+    for s in studies:
+        for path in render(s, out):
+            print(path)
