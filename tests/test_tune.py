@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run
+from conftest import run, tool_env
 from synthetic_db import make_database
 from tune_doubles import H100, FakeExecutor, assert_one_study
 
@@ -373,3 +373,21 @@ def test_report_errors_are_one_line(instance, tmp_path):
     out = run(["mneme", "report", "-rdb", str(instance.db.path), "--study", "nope"],
               check=False)
     assert out.returncode == 2 and "no study nope in" in out.stderr
+
+
+def test_tuning_without_optuna_says_how_to_get_it(instance, tmp_path):
+    hidden = tmp_path / "hidden"
+    (hidden / "optuna").mkdir(parents=True)
+    (hidden / "optuna" / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    out = run(["mneme", "tune", "-rdb", str(instance.db.path), "--trials", "2"],
+              env=tool_env(PYTHONPATH=str(hidden)), check=False)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "tuning needs Optuna: pip install 'mneme-cc[tune]'" in out.stderr
+
+
+def test_every_config_of_the_proteus_preset_exports_to_proteus(instance):
+    space = load_space("proteus", instance, H100)
+    configs = [space.derive(p) for p in space.combinations()]
+    assert len(configs) == 4 * 4 * (1 + 8)  # levels x specialisations x (off, 1..8 per SM)
+    for config in configs:
+        assert proteus_entry(config, instance.block)["Pipeline"] == config.pipeline

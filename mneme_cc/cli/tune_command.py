@@ -36,8 +36,8 @@ def tune(
     rid: Annotated[Optional[str], typer.Option("-rid", "--rid", help="One instance; default: "
                                                "every replayable instance in turn.")] = None,
     kernel: Annotated[Optional[str], typer.Option(help="Only this kernel's instances.")] = None,
-    space: Annotated[str, typer.Option(help="quick, standard, full, geometry, grid-stride, "
-                                       "or path.py:Class.")] = "standard",
+    space: Annotated[str, typer.Option(help="quick, proteus, standard, full, geometry, "
+                                       "grid-stride, or path.py:Class.")] = "standard",
     sampler: Annotated[str, typer.Option(help="tpe, random, exhaustive, gp, cmaes, nsga2.")]
     = "tpe",
     trials: Annotated[int, typer.Option(help="Trials per instance.")] = 100,

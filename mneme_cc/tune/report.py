@@ -23,6 +23,7 @@ from typing import Any
 
 from mneme_cc.errors import UsageError
 from mneme_cc.fileio import write_text_atomic
+from mneme_cc.tune import need_optuna
 from mneme_cc.tune.storage import open_storage
 
 
@@ -43,7 +44,7 @@ class StudyDir:
         self.trials: list[dict[str, Any]] = [json.loads(line) for line in lines]
 
     def study(self):
-        import optuna
+        optuna = need_optuna()
 
         storage = open_storage(self.summary.get("storage"), self.path)
         return optuna.load_study(study_name=self.summary["study"], storage=storage)

@@ -286,6 +286,8 @@ class GridStrideGeometry(Geometry):
 PRESETS: dict[str, list[type[SearchSpace]]] = {
     "quick": [Pipelines, Specialization],
     "standard": [Pipelines, Specialization, LaunchBounds, Ptxas],
+    # What a PROTEUS_TUNED_KERNELS entry can carry: no ptxas options, no geometry.
+    "proteus": [Pipelines, Specialization, LaunchBounds],
     "full": [Pipelines, TuningOptions, Specialization, LaunchBounds, Ptxas, Geometry],
     "geometry": [Geometry],
     "grid-stride": [GridStrideGeometry],

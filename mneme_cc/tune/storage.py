@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mneme_cc.errors import UsageError
+from mneme_cc.tune import need_optuna
 
 JOURNAL_SUFFIXES = (".log", ".journal", ".jsonl")
 
@@ -30,7 +31,7 @@ def describe(url: str | None, study_dir: Path) -> str:
 
 def open_storage(url: str | None, study_dir: Path):
     """An Optuna storage object; a one-line UsageError when it cannot be opened."""
-    import optuna
+    optuna = need_optuna()
 
     text = describe(url, study_dir)
     try:

@@ -23,6 +23,7 @@ from typing import Any
 from mneme_cc.errors import UsageError
 from mneme_cc.fileio import write_text_atomic
 from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.tune import need_optuna
 from mneme_cc.tune import outcome as oc
 from mneme_cc.tune.executor import ReplayExecutor, TrialResult
 from mneme_cc.tune.properties import DeviceProperties
@@ -60,7 +61,7 @@ class Tuner:
                  on_trial: Callable[[Tuner, TrialResult], None] | None = None,
                  props: DeviceProperties | None = None, executor=ReplayExecutor):
         """`props` and `executor` default to the real GPU; tests pass doubles."""
-        import optuna
+        optuna = need_optuna()
 
         self.instance, self.settings, self.on_trial = instance, settings, on_trial
         self.executor = executor
