@@ -4,8 +4,9 @@ Records each example (default options), replays every instance with the
 application's own compiled kernel (baseline "original"), and prints, per
 instance, the in-app duration the recorder measured, the replay median and
 their ratio; the replay median with L2 flushed before each launch too. Both
-sides time the kernel alone: the stream is held until the launch is issued
-(device.LaunchGate, and the same gate in the recorder).
+sides time the kernel alone: replay holds its stream at a gate while the
+timed launches are issued (device.LaunchGate), and the recorder queues a
+spin kernel ahead of its start event.
 
     python bench/replay_fidelity.py .carry/examples
 """

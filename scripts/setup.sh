@@ -14,6 +14,9 @@ command -v cmake >/dev/null || missing+=(cmake)
 command -v make >/dev/null || missing+=(make)
 command -v g++ >/dev/null || missing+=(g++)
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+# The tuner's multi-process test runs a PostgreSQL server on loopback.
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null \
+  || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   sudo=""
