@@ -279,17 +279,20 @@ def _cooperate(instance, storage: str, study: str, sampler: str, trials: int) ->
     import sys
     import time
 
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    # From the tests directory, so that mneme_cc is the installed package
+    # (with its native module), not the source tree of the working directory.
+    here = Path(__file__).parent
+    env = {**os.environ, "PYTHONPATH": str(here)}
     cmd = [sys.executable, "-c", COOPERATE, str(instance.db.path), storage, study, sampler,
            str(trials)]
-    first = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
+    first = subprocess.Popen(cmd, env=env, cwd=here, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
     jsonl = instance.db.path / "tune" / study / "trials.jsonl"
     deadline = time.time() + 60
     while not jsonl.exists() and first.poll() is None and time.time() < deadline:
         time.sleep(0.05)
-    second = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True)
+    second = subprocess.Popen(cmd, env=env, cwd=here, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
     counts = []
     for process in (first, second):
         out, err = process.communicate(timeout=300)

@@ -66,7 +66,7 @@ class Mismatch:
     policy: dict[str, Any] = field(default_factory=dict)
 
 
-def _ulp_distance(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+def ulp_distance(got: np.ndarray, want: np.ndarray) -> np.ndarray:
     """Units in the last place between floats of one type (as float64)."""
     bits = 8 * got.dtype.itemsize
     ints = {16: np.int16, 32: np.int32, 64: np.int64}[bits]
@@ -111,7 +111,7 @@ def compare(name: str, address: int, got: np.ndarray, want: np.ndarray,
                         float(diff.max(initial=0)), None, measured, vars(policy))
     ok = (diff <= policy.abs) | (diff <= policy.rel * scale)
     if policy.ulp and np.issubdtype(dtype, np.floating):
-        ok |= _ulp_distance(g, w) <= policy.ulp
+        ok |= ulp_distance(g, w) <= policy.ulp
     ok &= nan_ok
     bad = np.flatnonzero(~ok)
     if not bad.size and not tail_differs:

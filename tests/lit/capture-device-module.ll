@@ -27,7 +27,8 @@ define void @_Z6helperv() #0 {
 attributes #0 = { "target-cpu"="sm_90" "target-features"="+ptx88,+sm_90" }
 
 ; RECORD: MNEMEIR
-; RECORD-SAME: {"arch":"sm_90",
+; The header before the JSON holds its length, which may contain a newline byte.
+; RECORD: {"arch":"sm_90",
 ; RECORD-SAME: "globals":[{"constant":false,"demangled":"g_counter","name":"g_counter","size":4,"space":"global"},{"constant":true,"demangled":"c_table","name":"c_table","size":16,"space":"constant"}],
 ; RECORD-SAME: "kernels":[{"demangled":"kernel(int*)","name":"_Z6kernelPi"}],
 ; RECORD-SAME: "o0_attributes_removed":false,
