@@ -84,3 +84,87 @@ def test_bad_input_is_one_clear_error():
         diff_buffer("x", 0, np.zeros(4, np.uint8), np.zeros(4, np.uint8), "float33")
     with pytest.raises(UsageError, match="neither a float nor an integer"):
         diff_buffer("x", 0, np.zeros(4, np.uint8), np.zeros(4, np.uint8), "complex64")
+
+
+# --- mneme diff on a record database ----------------------------------------
+
+import json  # noqa: E402
+
+from conftest import run  # noqa: E402
+from synthetic_db import make_database  # noqa: E402
+
+from mneme_cc.recorddb import RecordDB  # noqa: E402
+from mneme_cc.replay.output import SavedRegion, save_output  # noqa: E402
+
+
+@pytest.fixture
+def instance(tmp_path):
+    a = np.arange(4096, dtype=np.float32)
+    make_database(tmp_path / "db", a, a, a + a)
+    (inst,) = RecordDB(tmp_path / "db").instances
+    return inst
+
+
+def save(inst, path, change=None, drop=None):
+    """The recorded epilogue as a saved output, with `change(name, array)` applied."""
+    regions = []
+    for r in inst.epilogue.regions:
+        if r.kind != 0 or r.address == drop:
+            continue
+        data = r.read().copy()
+        if change:
+            change(r.address, data)
+        regions.append(SavedRegion(r.kind, r.name, r.address, data))
+    return save_output(path, inst, regions, {"config": None, "outcome": "test"})
+
+
+def test_diff_of_a_saved_output_against_the_recording(instance, tmp_path):
+    db, out = str(instance.db.path), 0x200000400000
+    same = save(instance, tmp_path / "same")
+    proc = run(["mneme", "diff", "-rdb", db, str(same)])
+    report = json.loads(proc.stdout)
+    assert report["same"] and report["a"] == "recorded epilogue" and len(report["buffers"]) == 3
+
+    def perturb(address, data):
+        if address == out:
+            values = data.view(np.float32)
+            values[[5, 7, 9]] = [np.nan, -0.0, values[9] * (1 + 2 ** -20)]
+
+    changed = save(instance, tmp_path / "changed", perturb)
+    proc = run(["mneme", "diff", "-rdb", db, str(changed), "--dtype", "arg:2=float32",
+                "--histogram"], check=False)
+    assert proc.returncode == 1
+    (d,) = [b for b in json.loads(proc.stdout)["buffers"] if b["bytes_differing"]]
+    assert (d["name"], d["dtype"], d["differing"]) == (f"allocation {out:#x}", "float32", 3)
+    # 14.0 (7 + 7) against -0.0: a plain difference, not a signed zero; its ULP
+    # distance is 14.0f's bit pattern, since -0 sits at 0 on the ULP line.
+    assert (d["nan_mismatches"], d["signed_zeros"]) == (1, 0)
+    assert d["max_ulp"] == int(np.float32(14.0).view(np.uint32)) == 0x41600000
+    assert [f["index"] for f in d["first"]] == [5, 7, 9]
+    assert d["max_abs"] == 14.0 and sum(h["count"] for h in d["histogram"]) == 2
+    # Two saved outputs, no database needed; the same numbers either way round.
+    proc = run(["mneme", "diff", str(changed), str(same), "--dtype", "float32"], check=False)
+    assert proc.returncode == 1
+    (back,) = [b for b in json.loads(proc.stdout)["buffers"] if b["bytes_differing"]]
+    assert back["differing"] == 3 and back["nan_mismatches"] == 1
+
+
+def test_diff_errors_are_one_line_with_exit_2(instance, tmp_path):
+    db = str(instance.db.path)
+    same = save(instance, tmp_path / "same")
+    partial = save(instance, tmp_path / "partial", drop=0x200000400000)
+    other = save(instance, tmp_path / "other")
+    meta = json.loads((other / "output.json").read_text())
+    (other / "output.json").write_text(json.dumps({**meta, "instance": "aa.bb"}))
+    cases = [
+        (["mneme", "diff", str(same), str(partial)], "the sides hold different buffers"),
+        (["mneme", "diff", str(same), str(other)], "the sides are different instances"),
+        (["mneme", "diff", str(same)], "mneme diff compares two sides; got 1"),
+        (["mneme", "diff", str(tmp_path)], "not a saved replay output"),
+        (["mneme", "diff", "-rdb", db, str(same), "--dtype", "float33"], "no dtype 'float33'"),
+        (["mneme", "diff", "--config", "x.json"], "-rid and --config need -rdb DIR"),
+    ]
+    for cmd, message in cases:
+        proc = run(cmd, check=False)
+        assert proc.returncode == 2 and message in proc.stderr, (cmd, proc.stderr)
+        assert "Traceback" not in proc.stderr and proc.stderr.strip().count("\n") == 0

@@ -145,6 +145,9 @@ def replay(
     device: Annotated[int, typer.Option(help="GPU ordinal.")] = 0,
     emit: Annotated[Optional[Path], typer.Option(
         help="Write the IR, PTX and cubin that ran into this directory.")] = None,
+    save_output: Annotated[Optional[Path], typer.Option(
+        help="Keep the device state after the replay in this new directory (for mneme "
+             "diff).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Replay one recorded instance under a configuration: verify it, time it."""
@@ -170,6 +173,10 @@ def replay(
         raise UsageError("--emit writes what mneme-cc compiled; the 'original' baseline runs "
                          "the application's own binary")
     inst = find_instance(database, rid, kernel)
+    if save_output is not None:
+        from mneme_cc.replay.output import check_new
+
+        check_new(save_output)
     from mneme_cc.replay.verify import policies_for
 
     policies_for(config.verify, inst.params, inst.args, inst.prologue.allocations)
@@ -178,8 +185,10 @@ def replay(
     code.image() if config.baseline == "original" else code.bitcode()
     inst.prologue, inst.epilogue  # noqa: B018 - read and checked here
     with Replayer(inst, device=device) as replayer:
-        result = replayer.replay(config)
+        result = replayer.replay(config, save_output=save_output)
     summary = result_summary(inst, result)
+    if save_output is not None:
+        summary["saved_output"] = str(save_output)
     if emit is not None:
         summary["emitted"] = [str(p) for p in result.emit(emit)]
     if as_json or not sys.stdout.isatty():

@@ -9,6 +9,7 @@ import typer
 
 from mneme_cc.cli import (
     config_command,
+    diff_command,
     export_command,
     inspect_command,
     ls_command,
@@ -65,3 +66,4 @@ app.command("replay")(replay_command.replay)
 app.command("tune")(tune_command.tune)
 app.command("export")(export_command.export)
 app.command("report")(report_command.report)
+app.command("diff")(diff_command.diff)

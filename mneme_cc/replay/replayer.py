@@ -12,6 +12,7 @@ verified against the recorded epilogue and the very same binary is timed.
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -20,13 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from mneme_cc.recorddb import Instance
+from mneme_cc.recorddb import ALLOCATION, GLOBAL, Instance
 from mneme_cc.replay import device as dev
 from mneme_cc.replay.compiler import CompiledKernel, compile_kernel
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.cubin import Resources
 from mneme_cc.replay.gpu_compare import GpuComparer
 from mneme_cc.replay.jit import KernelLaunch
+from mneme_cc.replay.output import SavedRegion, check_new
+from mneme_cc.replay.output import save_output as save_output_dir
 from mneme_cc.replay.verify import Mismatch, compare, policies_for
 
 TIMING_BATCH = 32  # timed launches queued behind the gate at once
@@ -329,8 +332,28 @@ class Replayer:
                                                    "timing")))
         return samples
 
-    def replay(self, config: ReplayConfig | None = None) -> ReplayResult:
+    def _output_regions(self, globals_: dict[str, int]) -> list[SavedRegion]:
+        """The device state the recorded epilogue covers, read back now."""
+        out = []
+        for region in self.instance.epilogue.regions:
+            if region.kind == ALLOCATION:
+                address = region.address
+            elif region.kind == GLOBAL and region.name in globals_:
+                address = globals_[region.name]
+            else:
+                continue
+            out.append(SavedRegion(region.kind, region.name, region.address,
+                                   dev.copy_from_device(address, region.size)))
+        return out
+
+    def replay(self, config: ReplayConfig | None = None,
+               save_output: str | Path | None = None) -> ReplayResult:
+        """Compiles (or loads) as config says, runs once and verifies against
+        the recorded epilogue, then times. `save_output`: a new directory for
+        the device state after that first launch (mneme_cc.replay.output)."""
         config = config or ReplayConfig()
+        if save_output:
+            check_new(save_output)  # before the work, not after
         drv = dev._driver()
         inst = self.instance
         clock = time.perf_counter()
@@ -363,7 +386,13 @@ class Replayer:
             self._launch(function, grid, block, smem, inst.cooperative)
             dev.check(drv.cuStreamSynchronize(stream), "running the kernel")
             lap("launch")
+            # Read before verifying: verification puts back what should not have changed.
+            saved = self._output_regions(globals_) if save_output else None
             mismatches = self._verify(globals_, config)
+            if saved is not None:
+                save_output_dir(Path(save_output), inst, saved, {
+                    "config": json.loads(config.to_json()),
+                    "outcome": "failed_verification" if mismatches else "verified"})
             lap("verify")
             samples = self._time(function, grid, block, smem, globals_, config)
             lap("time")
