@@ -239,3 +239,39 @@ def test_the_device_compare_kernels_compile():
     assert f".entry {BYTES}(" in ptx and f".entry {VECTORS}(" in ptx
     assert "atom.global.add.u64" in ptx and "ld.global.v4.b32" in ptx  # 16-byte loads
     assert compile_cubin(ptx, BYTES, ReplayConfig(), "sm_90").data[:4] == b"\x7fELF"
+
+
+def test_mutations_miscompile_where_a_pass_list_names_them(bitcode):
+    """The deliberately wrong transformations triage uses to prove bisection."""
+    plain = compile_ptx(bitcode, LAUNCH, ReplayConfig(pipeline="sroa"), "sm_90")
+    flipped = compile_ptx(bitcode, LAUNCH, ReplayConfig(pipeline="sroa,mneme-flip-icmp"),
+                          "sm_90")
+    assert re.findall(r"= icmp (\w+) ", plain.ir)[0] == "slt"    # i < n
+    assert re.findall(r"= icmp (\w+) ", flipped.ir)[0] == "sge"
+    # Passes after it run on the mutated module.
+    later = compile_ptx(bitcode, LAUNCH, ReplayConfig(
+        pipeline="sroa,mneme-flip-icmp,instcombine,simplifycfg"), "sm_90")
+    assert later.ptx != compile_ptx(bitcode, LAUNCH, ReplayConfig(
+        pipeline="sroa,instcombine,simplifycfg"), "sm_90").ptx
+    dropped = compile_ptx(bitcode, LAUNCH, ReplayConfig(pipeline="sroa,mneme-drop-store"),
+                          "sm_90")
+    stores = compile_ptx(bitcode, LAUNCH, ReplayConfig(pipeline="sroa"), "sm_90")
+    assert dropped.ptx.count("st.global") < stores.ptx.count("st.global")
+    # "none" runs no pass at all.
+    assert Pipeline.parse("none").passes == ()
+
+
+def test_opt_bisect_limit_runs_a_prefix_of_the_pipeline(bitcode):
+    o3 = compile_ptx(bitcode, LAUNCH, ReplayConfig(pipeline="default<O3>"), "sm_90")
+    none = compile_ptx(bitcode, LAUNCH, ReplayConfig(opt_bisect_limit=0), "sm_90")
+    assert none.ir != o3.ir and o3.bisect_log == ""
+    # A limit past every pass is the whole pipeline again (the same code; the
+    # text of the IR differs in the order of `preds` comments only).
+    assert compile_ptx(bitcode, LAUNCH, ReplayConfig(opt_bisect_limit=100000), "sm_90").ptx \
+        == o3.ptx
+    # Numbering starts at 1 every time, and this process was left alone.
+    lines = compile_ptx(bitcode, LAUNCH, ReplayConfig(opt_bisect_limit=3), "sm_90") \
+        .bisect_log.splitlines()
+    assert lines[0].startswith("BISECT: running pass (1) ")
+    assert lines[3].startswith("BISECT: NOT running pass (4) ")
+    assert compile_ptx(bitcode, LAUNCH, ReplayConfig(), "sm_90").ir == o3.ir

@@ -52,6 +52,7 @@ class ReplayConfig:
     launch_bounds: bool = False
     max_threads: int | None = None          # with launch_bounds; None: the block size
     min_blocks_per_sm: int | None = None    # with launch_bounds
+    opt_bisect_limit: int | None = None     # run only the first N optional passes (triage)
     # Running and checking.
     iterations: int = 20
     warmup: int = 3
@@ -83,6 +84,8 @@ class ReplayConfig:
                                  f"{', '.join(TUNING_OPTIONS)})")
             if type(value) is not kind:
                 raise UsageError(f"tuning option {name} takes a {kind.__name__}, not {value!r}")
+        if self.opt_bisect_limit is not None and self.opt_bisect_limit < 0:
+            raise UsageError("opt_bisect_limit counts passes (>= 0)")
         if any(i < 0 for i in self.specialize_args):
             raise UsageError("specialize_args are parameter indices (>= 0)")
 
@@ -118,7 +121,7 @@ class ReplayConfig:
     #: The fields that change the compiled binary (the rest change how it runs).
     COMPILE_FIELDS = ("pipeline", "tuning", "codegen_opt_level", "ptxas_opt_level", "max_registers",
                       "specialize_args", "specialize_dims", "launch_bounds", "max_threads",
-                      "min_blocks_per_sm")
+                      "min_blocks_per_sm", "opt_bisect_limit")
 
     def compile_fields(self) -> dict[str, Any]:
         grounded = self.grounded()

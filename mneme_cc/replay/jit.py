@@ -11,13 +11,17 @@ result before anything else runs.
 from __future__ import annotations
 
 import functools
+import json
 import re
 import struct
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 
 from mneme_cc.errors import UsageError
 from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.replay.mutations import MUTATIONS
 
 
 def llvm_binding():
@@ -61,7 +65,9 @@ class Pipeline:
         m = re.fullmatch(r"default<O([0-3])>", text)
         if m:
             return cls(int(m.group(1)))
-        known = named_passes()
+        if text == "none":  # no pass at all (bisection's starting point)
+            return cls(None, ())
+        known = {**named_passes(), **MUTATIONS}
         passes = tuple(p.strip() for p in text.split(",") if p.strip())
         unknown = [p for p in passes if p not in known]
         if not passes or unknown:
@@ -76,6 +82,7 @@ class JitResult:
     ptx: str
     ir: str                    # the optimised module, as text
     seconds: dict[str, float] = field(default_factory=dict)  # per stage
+    bisect_log: str = ""       # LLVM's "BISECT: ..." lines, under opt_bisect_limit
 
 
 @dataclass(frozen=True)
@@ -175,6 +182,67 @@ def specialize(text: str, launch: KernelLaunch, config: ReplayConfig) -> str:
     return text
 
 
+def _optimize_apart(text: str, arch: str, features: str, config: ReplayConfig,
+                    kernel: str) -> tuple[str, str]:
+    """The pipeline under LLVM's -opt-bisect-limit, run in a child process:
+    (optimised module text, LLVM's "BISECT: ..." lines). The option is global
+    and, once set, LLVM numbers passes on from where it stopped and keeps
+    printing; a fresh process counts from 1 and leaves this one untouched."""
+    payload = json.dumps({"ir": text, "arch": arch, "features": features,
+                          "config": json.loads(config.to_json()), "kernel": kernel})
+    proc = subprocess.run([sys.executable, "-m", "mneme_cc.replay.jit"], input=payload,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = [x for x in proc.stderr.splitlines() if not x.startswith("BISECT: ")]
+        raise RuntimeError(f"the bisection compile failed: {lines[-1] if lines else proc.returncode}")
+    return proc.stdout, "\n".join(x for x in proc.stderr.splitlines() if x.startswith("BISECT: "))
+
+
+def _optimize_child() -> None:
+    """`python -m mneme_cc.replay.jit`: _optimize_apart's other side."""
+    job = json.loads(sys.stdin.read())
+    config = ReplayConfig.from_json(job["config"])
+    llvm = llvm_binding()
+    llvm.set_option("", f"-opt-bisect-limit={config.opt_bisect_limit}")
+    module = llvm.parse_assembly(job["ir"])
+    machine = llvm.Target.from_triple(module.triple).create_target_machine(
+        cpu=job["arch"], features=job["features"], opt=config.codegen_opt_level)
+    sys.stdout.write(str(_optimize(llvm, module, machine, config, job["kernel"])))
+
+
+def _optimize(llvm, module, machine, config, kernel: str):
+    """Runs the pipeline; a pass list runs in segments around mneme's mutations."""
+    pipeline = Pipeline.parse(config.pipeline)
+    if pipeline.level is not None:
+        options = llvm.create_pipeline_tuning_options(speed_level=pipeline.level)
+        for name, value in config.tuning.items():
+            setattr(options, name, value)
+        builder = llvm.create_pass_builder(machine, options)
+        builder.getModulePassManager().run(module, builder)
+        return module
+    passes = named_passes()
+    segment: list[str] = []
+
+    def run_segment() -> None:
+        if segment:
+            options = llvm.create_pipeline_tuning_options(speed_level=0)
+            builder = llvm.create_pass_builder(machine, options)
+            manager = llvm.create_new_module_pass_manager()
+            for name in segment:
+                getattr(manager, passes[name])()
+            manager.run(module, builder)
+            segment.clear()
+
+    for name in pipeline.passes:
+        if name in MUTATIONS:
+            run_segment()
+            module = llvm.parse_assembly(MUTATIONS[name](str(module), kernel))
+        else:
+            segment.append(name)
+    run_segment()
+    return module
+
+
 def compile_ptx(bitcode: bytes, launch: KernelLaunch, config: ReplayConfig,
                 arch: str) -> JitResult:
     """The recorded module compiled for arch (e.g. "sm_90") as `config` says."""
@@ -198,24 +266,20 @@ def compile_ptx(bitcode: bytes, launch: KernelLaunch, config: ReplayConfig,
     machine = target.create_target_machine(cpu=arch, features=features,
                                            opt=config.codegen_opt_level)
     t = time.perf_counter()
-    pipeline = Pipeline.parse(config.pipeline)
-    if pipeline.level is not None:
-        options = llvm.create_pipeline_tuning_options(speed_level=pipeline.level)
-        for name, value in config.tuning.items():
-            setattr(options, name, value)
-        builder = llvm.create_pass_builder(machine, options)
-        builder.getModulePassManager().run(module, builder)
+    bisect_log = ""
+    if config.opt_bisect_limit is None:
+        module = _optimize(llvm, module, machine, config, launch.name)
     else:
-        options = llvm.create_pipeline_tuning_options(speed_level=0)
-        builder = llvm.create_pass_builder(machine, options)
-        manager = llvm.create_new_module_pass_manager()
-        passes = named_passes()
-        for name in pipeline.passes:
-            getattr(manager, passes[name])()
-        manager.run(module, builder)
+        optimised, bisect_log = _optimize_apart(str(module), arch, features, config,
+                                                launch.name)
+        module = llvm.parse_assembly(optimised)
     seconds["optimize"] = time.perf_counter() - t
 
     t = time.perf_counter()
     ptx = machine.emit_assembly(module)
     seconds["codegen"] = time.perf_counter() - t
-    return JitResult(ptx, str(module), seconds)
+    return JitResult(ptx, str(module), seconds, bisect_log)
+
+
+if __name__ == "__main__":
+    _optimize_child()
