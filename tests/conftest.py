@@ -117,7 +117,7 @@ def example_binaries(tmp_path_factory) -> Path:
     run(["cmake", "-S", str(EXAMPLES), "-B", str(build / "tree"), "-DCMAKE_CUDA_COMPILER=mneme-cxx",
          f"-Dmneme_DIR={mneme_dir}", "-DCMAKE_BUILD_TYPE=Release"])
     run(["cmake", "--build", str(build / "tree"), "-j4"])
-    for name in (*EXAMPLE_NAMES, "fault_injection"):
+    for name in (*EXAMPLE_NAMES, "fault_injection", "reassociation"):
         shutil.copy(build / "tree" / name / name, build / name)
     for sample in ("managed", "launch_apis"):
         run(["mneme-cxx", "-O2", str(SAMPLES / "record" / f"{sample}.cu"), "-o", str(build / sample)])

@@ -275,3 +275,12 @@ def test_opt_bisect_limit_runs_a_prefix_of_the_pipeline(bitcode):
     assert lines[0].startswith("BISECT: running pass (1) ")
     assert lines[3].startswith("BISECT: NOT running pass (4) ")
     assert compile_ptx(bitcode, LAUNCH, ReplayConfig(), "sm_90").ir == o3.ir
+
+
+def test_fp_reassociation_flags_every_float_operation(bitcode):
+    plain = compile_ptx(bitcode, LAUNCH, ReplayConfig(pipeline="none"), "sm_90")
+    loose = compile_ptx(bitcode, LAUNCH, ReplayConfig(pipeline="none", fp_reassociate=True),
+                        "sm_90")
+    adds = re.findall(r"= fadd ([^%]*)", plain.ir)
+    assert adds and all("reassoc" not in a for a in adds)
+    assert re.findall(r"= fadd ([^%]*)", loose.ir) == [f"reassoc nsz {a}" for a in adds]

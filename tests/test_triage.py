@@ -168,3 +168,64 @@ def test_diff_errors_are_one_line_with_exit_2(instance, tmp_path):
         proc = run(cmd, check=False)
         assert proc.returncode == 2 and message in proc.stderr, (cmd, proc.stderr)
         assert "Traceback" not in proc.stderr and proc.stderr.strip().count("\n") == 0
+
+
+# --- bisection's search, with the GPU replaced by a rule ---------------------
+
+from types import SimpleNamespace  # noqa: E402
+
+from mneme_cc.replay.config import ReplayConfig  # noqa: E402
+from mneme_cc.triage.bisect import Bisector  # noqa: E402
+
+
+class RuleBisector(Bisector):
+    """verifies() by a rule instead of a replay; _compile() returns the pipeline as IR."""
+
+    def __init__(self, instance, config, rule):
+        super().__init__(instance, config)
+        self.rule = rule
+
+    def verifies(self, config, what):
+        ok = self.rule(config)
+        self.steps.append({"config": what, "verified": ok})
+        return ok
+
+    def _compile(self, config):
+        log = "\n".join(f"BISECT: running pass ({i}) pass{i} on (_Z3addPKfS0_Pfi)"
+                        for i in range(1, 41))
+        text = f"define void @_Z3addPKfS0_Pfi() {{\n  ; {config.pipeline} {config.opt_bisect_limit}\n}}\n"
+        return SimpleNamespace(ir=text, bisect_log=log)
+
+    def close(self):
+        pass
+
+
+def test_bisection_names_the_first_bad_pass_in_few_replays(instance):
+    passes = ["sroa", "sccp", "instcombine", "mneme-flip-icmp", "simplifycfg", "gvn",
+              "loop-rotate", "dce"]
+    config = ReplayConfig(pipeline=",".join(passes))
+    finding = RuleBisector(instance, config,
+                           lambda c: "mneme-flip-icmp" not in c.pipeline).run()
+    assert (finding.stage, finding.culprit, finding.position) == ("pass", "mneme-flip-icmp", 4)
+    assert finding.replays <= 2 + 3  # as given, no pass, then log2(8) prefixes
+    assert "-  ; sroa,sccp,instcombine None" in finding.ir_diff
+    # default<On>: the smallest failing opt-bisect limit, named from LLVM's log.
+    finding = RuleBisector(instance, ReplayConfig(), lambda c: c.opt_bisect_limit is not None
+                           and c.opt_bisect_limit < 27).run()
+    assert (finding.culprit, finding.position, finding.function) == ("pass27", 27,
+                                                                      "_Z3addPKfS0_Pfi")
+    assert finding.replays <= 2 + 6
+
+
+def test_bisection_falls_back_to_transforms_then_ptxas(instance):
+    config = ReplayConfig(pipeline="sroa,gvn", launch_bounds=True, specialize_dims=True)
+    finding = RuleBisector(instance, config, lambda c: not c.launch_bounds).run()
+    assert (finding.stage, finding.culprit) == ("transform", "launch_bounds")
+    finding = RuleBisector(instance, config, lambda c: c.ptxas_opt_level < 2).run()
+    assert (finding.stage, finding.culprit) == ("ptxas", "ptxas -O2")
+    finding = RuleBisector(instance, config, lambda c: False).run()
+    assert finding.stage == "unexplained" and "not an optimisation" in finding.message
+    finding = RuleBisector(instance, config, lambda c: True).run()
+    assert finding.stage == "none" and finding.message.startswith("nothing to find")
+    with pytest.raises(UsageError, match="a baseline config compiles nothing"):
+        Bisector(instance, ReplayConfig(baseline="ir"))

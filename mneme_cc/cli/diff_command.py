@@ -63,6 +63,9 @@ def diff(
     first: Annotated[int, typer.Option(help="Differing elements to show per buffer.")] = 8,
     histogram: Annotated[bool, typer.Option(help="Count errors per decade of |a - b|.")]
     = False,
+    bisect: Annotated[bool, typer.Option(
+        help="Find the pass, transform or ptxas level that makes --config diverge from the "
+             "recorded epilogue.")] = False,
     device: Annotated[int, typer.Option(help="GPU ordinal for --config sides.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
@@ -70,6 +73,12 @@ def diff(
     from mneme_cc.errors import UsageError
     from mneme_cc.replay.config import ReplayConfig
     from mneme_cc.triage import diff as triage
+
+    if bisect:
+        if database is None or saved or len(config or []) != 1:
+            raise UsageError("--bisect takes -rdb DIR [-rid ID] and one --config BAD.json")
+        _bisect(database, rid, config[0], device, as_json)
+        return
 
     inst = None
     if database is not None:
@@ -109,4 +118,36 @@ def diff(
     else:
         _table(a, b, diffs)
     if not same:
+        raise typer.Exit(EXIT_DIFFERENT)
+
+
+def _bisect(database: Path, rid: Optional[str], config_path: Path, device: int,
+            as_json: bool) -> None:
+    from mneme_cc.cli.replay_command import find_instance
+    from mneme_cc.errors import UsageError
+    from mneme_cc.replay.config import ReplayConfig
+    from mneme_cc.triage.bisect import Bisector
+
+    inst = find_instance(database, rid, None)
+    try:
+        config = ReplayConfig.from_json(config_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{config_path}: not JSON ({exc})") from None
+    finding = Bisector(inst, config, device).run()
+    if as_json or not sys.stdout.isatty():
+        print(json.dumps({"instance": inst.name, "config": str(config_path),
+                          **finding.to_dict()}, indent=2))
+    else:
+        from rich.console import Console
+        from rich.syntax import Syntax
+
+        console = Console()
+        console.print(f"[bold]{inst.entry['demangled']}[/] {inst.name}, {config_path}")
+        for step in finding.steps:
+            mark = "[green]verified[/]" if step["verified"] else "[red]diverges[/]"
+            console.print(f"  {step['config']}: {mark}")
+        console.print(f"{finding.message} ({finding.replays} replays)")
+        if finding.ir_diff:
+            console.print(Syntax(finding.ir_diff, "diff"))
+    if finding.stage != "none":
         raise typer.Exit(EXIT_DIFFERENT)

@@ -134,6 +134,8 @@ def replay(
     specialize_args: Annotated[Optional[str], typer.Option(help="Parameter indices, e.g. 3,4.")] = None,
     specialize_dims: Annotated[bool, typer.Option(help="Make blockDim/gridDim constants.")] = False,
     launch_bounds: Annotated[bool, typer.Option(help="Emit launch bounds.")] = False,
+    fp_reassociate: Annotated[bool, typer.Option(
+        help="Let LLVM reassociate floating-point arithmetic (reassoc flags).")] = False,
     min_blocks: Annotated[Optional[int], typer.Option(help="Min blocks per SM (launch bounds).")] = None,
     max_registers: Annotated[Optional[int], typer.Option(help="ptxas -maxrregcount.")] = None,
     ptxas_opt: Annotated[int, typer.Option("--ptxas-O", help="ptxas -O level.")] = 3,
@@ -163,6 +165,7 @@ def replay(
             pipeline=pipeline or "default<O3>", tuning=_tuning(tuning), ptxas_opt_level=ptxas_opt,
             max_registers=max_registers, specialize_args=_indices(specialize_args),
             specialize_dims=specialize_dims, launch_bounds=launch_bounds,
+            fp_reassociate=fp_reassociate,
             min_blocks_per_sm=min_blocks, iterations=iterations, warmup=warmup,
             baseline=baseline, verify=_policies(verify), flush_l2=flush_l2)
     if config.baseline is None:

@@ -52,6 +52,7 @@ class ReplayConfig:
     launch_bounds: bool = False
     max_threads: int | None = None          # with launch_bounds; None: the block size
     min_blocks_per_sm: int | None = None    # with launch_bounds
+    fp_reassociate: bool = False            # `reassoc nsz` on every fadd/fsub/fmul
     opt_bisect_limit: int | None = None     # run only the first N optional passes (triage)
     # Running and checking.
     iterations: int = 20
@@ -121,7 +122,7 @@ class ReplayConfig:
     #: The fields that change the compiled binary (the rest change how it runs).
     COMPILE_FIELDS = ("pipeline", "tuning", "codegen_opt_level", "ptxas_opt_level", "max_registers",
                       "specialize_args", "specialize_dims", "launch_bounds", "max_threads",
-                      "min_blocks_per_sm", "opt_bisect_limit")
+                      "min_blocks_per_sm", "fp_reassociate", "opt_bisect_limit")
 
     def compile_fields(self) -> dict[str, Any]:
         grounded = self.grounded()

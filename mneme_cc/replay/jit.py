@@ -146,7 +146,8 @@ def _constant(ir_type: str, raw: bytes) -> str:
 
 
 def specialize(text: str, launch: KernelLaunch, config: ReplayConfig) -> str:
-    """Dimension and argument specialisation and launch bounds, on the module text."""
+    """Dimension and argument specialisation, launch bounds and floating-point
+    reassociation, on the module text."""
     start, line_end, body_end = _kernel_span(text, launch.name)
     define, body = text[start:line_end], text[line_end:body_end]
     grid = config.grid or launch.grid
@@ -179,7 +180,15 @@ def specialize(text: str, launch: KernelLaunch, config: ReplayConfig) -> str:
         text = _DIM_CALL.sub(
             lambda m: f"{m.group(1)} = add i32 0, {dims[m.group(2)]['xyz'.index(m.group(3))]}",
             text)
+    if config.fp_reassociate:
+        # LLVM reassociates floating-point operations that carry both flags
+        # (nsz: a reordered sum may differ in the sign of a zero). Module-wide,
+        # like fast-math: the kernel's helpers are inlined into it.
+        text = _FP_OP.sub(r"\1 reassoc nsz ", text)
     return text
+
+
+_FP_OP = re.compile(r"(= (?:fadd|fsub|fmul))\s")
 
 
 def _optimize_apart(text: str, arch: str, features: str, config: ReplayConfig,

@@ -28,7 +28,7 @@ def proteus_entry(config: ReplayConfig, block: tuple[int, int, int]) -> dict[str
     """The Proteus fields for a verified config; an error if one cannot be said there."""
     defaults = ReplayConfig()
     unexpressed = [name for name in ("tuning", "ptxas_opt_level", "max_registers",
-                                     "opt_bisect_limit")
+                                     "fp_reassociate", "opt_bisect_limit")
                    if getattr(config, name) != getattr(defaults, name)]
     m = re.fullmatch(r"default<O([0-3])>", config.pipeline.strip())
     if not m:
