@@ -169,3 +169,18 @@ def postgres_url():
         subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate",
                         "stop"], capture_output=True)
         shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def instance(tmp_path):
+    """The synthetic database's one instance (tests/synthetic_db.py): an add of
+    1024 floats, written without a GPU."""
+    import numpy as np
+    from synthetic_db import make_database
+
+    from mneme_cc.recorddb import RecordDB
+
+    a = np.arange(1024, dtype=np.float32)
+    make_database(tmp_path / "db", a, a, a + a)
+    (inst,) = RecordDB(tmp_path / "db").instances
+    return inst

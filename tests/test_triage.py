@@ -91,18 +91,8 @@ def test_bad_input_is_one_clear_error():
 import json  # noqa: E402
 
 from conftest import run  # noqa: E402
-from synthetic_db import make_database  # noqa: E402
 
-from mneme_cc.recorddb import RecordDB  # noqa: E402
 from mneme_cc.replay.output import SavedRegion, save_output  # noqa: E402
-
-
-@pytest.fixture
-def instance(tmp_path):
-    a = np.arange(4096, dtype=np.float32)
-    make_database(tmp_path / "db", a, a, a + a)
-    (inst,) = RecordDB(tmp_path / "db").instances
-    return inst
 
 
 def save(inst, path, change=None, drop=None):

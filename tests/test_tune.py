@@ -10,14 +10,11 @@ import itertools
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 from conftest import run, tool_env
-from synthetic_db import make_database
 from tune_doubles import H100, FakeExecutor, assert_one_study
 
 from mneme_cc.errors import UsageError
-from mneme_cc.recorddb import RecordDB
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.tune import outcome as oc
 from mneme_cc.tune.export import export, proteus_entry
@@ -36,14 +33,6 @@ from mneme_cc.tune.space import (
 )
 from mneme_cc.tune.storage import open_storage
 from mneme_cc.tune.tuner import Tuner, TuneSettings
-
-
-@pytest.fixture
-def instance(tmp_path):
-    a = np.arange(1024, dtype=np.float32)
-    make_database(tmp_path / "db", a, a, a + a)
-    (inst,) = RecordDB(tmp_path / "db").instances
-    return inst
 
 
 def test_pick_maps_fractions_onto_options():
