@@ -46,6 +46,10 @@ def test_saved_outputs_diff_against_the_recording(vector_add, tmp_path):
     finite = np.isfinite(before) & np.isfinite(after) & changed
     assert d["max_abs"] == float(np.abs(after[finite].astype(np.float64)
                                         - before[finite].astype(np.float64)).max())
+    # Without --dtype the element type comes from the kernel's IR (c is a float*).
+    out = run(["mneme", "diff", "-rdb", db, str(bad)], check=False)
+    (inferred,) = [b for b in json.loads(out.stdout)["buffers"] if b["bytes_differing"]]
+    assert inferred == d
     # Two configurations replayed on the fly: O0 and O3 agree bit for bit.
     o0, o3 = tmp_path / "o0.json", tmp_path / "o3.json"
     o0.write_text(json.dumps({"pipeline": "default<O0>"}))

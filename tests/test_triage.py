@@ -219,3 +219,28 @@ def test_bisection_falls_back_to_transforms_then_ptxas(instance):
     assert finding.stage == "none" and finding.message.startswith("nothing to find")
     with pytest.raises(UsageError, match="a baseline config compiles nothing"):
         Bisector(instance, ReplayConfig(baseline="ir"))
+
+
+def test_element_types_are_read_off_the_kernels_ir(tmp_path):
+    """From a real mneme-cxx build: pointers used as one element type get it."""
+    from types import SimpleNamespace
+
+    from conftest import EXAMPLES
+
+    from mneme_cc.embedded import read_embedded_modules
+    from mneme_cc.replay.jit import llvm_binding
+    from mneme_cc.triage.infer import pointer_dtypes
+
+    found = {}
+    for name, kernel in (("vector_add", "_Z10vector_addPKfS0_Pfi"),
+                         ("cg", "_Z4spmviPKiS0_PKdS2_Pd")):
+        obj = tmp_path / f"{name}.o"
+        run(["mneme-cxx", "-O3", "-I", str(EXAMPLES / "common"), "-c",
+             str(EXAMPLES / name / f"{name}.cu"), "-o", str(obj)])
+        (module,) = read_embedded_modules(obj)
+        found[name] = pointer_dtypes(SimpleNamespace(
+            module=llvm_binding().parse_bitcode(module.bitcode), kernel_name=kernel,
+            device={"arch": "sm_90"}))
+    assert found["vector_add"] == {0: "float32", 1: "float32", 2: "float32"}
+    # spmv(n, rowptr, col, val, x, y): n is no pointer.
+    assert found["cg"] == {1: "int32", 2: "int32", 3: "float64", 4: "float64", 5: "float64"}

@@ -91,12 +91,14 @@ def parse_dtypes(spec: str | None) -> tuple[str | None, dict[str, str]]:
 
 def resolve_dtypes(inst: Instance | None, spec: str | None,
                    configs: list[ReplayConfig | None]) -> dict[str, str]:
-    """Buffer name -> dtype: from --dtype, else from the sides' verification policies."""
+    """Buffer name -> dtype. Most specific first: --dtype KEY=dtype, the sides'
+    verification policies, --dtype's default, the kernel's IR (pointer
+    parameters used as one element type)."""
     from mneme_cc.replay.verify import policies_for
 
     default, per_key = parse_dtypes(spec)
     out: dict[str, str] = {}
-    keyed: dict[str, Any] = {}
+    keyed: dict[str, Any] = {} if default or inst is None else _inferred(inst)
     for config in configs:
         if config is not None:
             keyed.update({k: v["dtype"] for k, v in config.verify.items() if v.get("dtype")})
@@ -110,6 +112,18 @@ def resolve_dtypes(inst: Instance | None, spec: str | None,
     if default:
         out["*"] = default
     return out
+
+
+def _inferred(inst: Instance) -> dict[str, str]:
+    """arg:N -> dtype from the IR; nothing when the kernel has no readable IR
+    (an nvcc-built application): its buffers are then compared as bytes."""
+    from mneme_cc.recorddb import RecordDBError
+    from mneme_cc.triage.infer import pointer_dtypes
+
+    try:
+        return {f"arg:{i}": dtype for i, dtype in pointer_dtypes(inst).items()}
+    except (RecordDBError, RuntimeError):
+        return {}
 
 
 def diff(a: Side, b: Side, dtypes: dict[str, str] | None = None, first: int = 8,

@@ -1,0 +1,55 @@
+"""Element types of a kernel's pointer parameters, where its IR tells.
+
+Pointers are opaque in LLVM IR; the element type shows where a pointer is
+used: `getelementptr double, ptr %3, ...`, `load float, ptr %p`, `store i32
+%v, ptr %p`. The recorded IR keeps parameters in stack slots, so SROA runs
+first and the uses are read off the parameters themselves. A parameter used
+as one type only gets that type; none or several, no type.
+"""
+
+from __future__ import annotations
+
+import re
+
+from mneme_cc.replay.jit import llvm_binding
+
+_NUMPY = {"half": "float16", "float": "float32", "double": "float64", "i8": "int8",
+          "i16": "int16", "i32": "int32", "i64": "int64"}
+_TYPE = "|".join(_NUMPY)
+
+
+def _promoted(instance) -> str:
+    """The kernel module with parameters out of their stack slots (SROA)."""
+    llvm = llvm_binding()
+    module = instance.module
+    machine = llvm.Target.from_triple(module.triple).create_target_machine(
+        cpu=instance.device["arch"])
+    builder = llvm.create_pass_builder(machine, llvm.create_pipeline_tuning_options(
+        speed_level=0))
+    manager = llvm.create_new_module_pass_manager()
+    manager.add_sroa_pass()
+    manager.run(module, builder)
+    return str(module)
+
+
+def pointer_dtypes(instance) -> dict[int, str]:
+    """Parameter index -> numpy dtype name, for pointers used as one type."""
+    text = _promoted(instance)
+    m = re.search(rf"^define [^\n]*@{re.escape(instance.kernel_name)}\((.*)\)[^\n]*\{{$",
+                  text, re.M)
+    if not m:
+        return {}
+    body = text[m.end():text.index("\n}\n", m.end())]
+    out = {}
+    for index, param in enumerate(re.findall(r"[^,()]+(?:\([^)]*\))?[^,]*", m.group(1))):
+        tokens = param.split()
+        if not tokens or not tokens[0].startswith("ptr") or not tokens[-1].startswith("%"):
+            continue
+        name = re.escape(tokens[-1])
+        pointer = rf"ptr(?: addrspace\(\d+\))? {name}\b"
+        seen = set(re.findall(rf"getelementptr (?:inbounds )?(?:nuw )?({_TYPE}), {pointer}", body))
+        seen |= set(re.findall(rf"load ({_TYPE}), {pointer}", body))
+        seen |= set(re.findall(rf"store ({_TYPE}) [^,]+, {pointer}", body))
+        if len(seen) == 1:
+            out[index] = _NUMPY[seen.pop()]
+    return out
