@@ -118,12 +118,22 @@ def _inferred(inst: Instance) -> dict[str, str]:
     """arg:N -> dtype from the IR; nothing when the kernel has no readable IR
     (an nvcc-built application): its buffers are then compared as bytes."""
     from mneme_cc.recorddb import RecordDBError
+    from mneme_cc.replay.verify import policies_for
     from mneme_cc.triage.infer import pointer_dtypes
 
     try:
-        return {f"arg:{i}": dtype for i, dtype in pointer_dtypes(inst).items()}
+        found = pointer_dtypes(inst)
     except (RecordDBError, RuntimeError):
         return {}
+    out = {}
+    for index, dtype in found.items():
+        try:  # a pointer into no recorded allocation (null, a global) names no buffer
+            policies_for({f"arg:{index}": {"dtype": dtype}}, inst.params, inst.args,
+                         inst.prologue.allocations)
+        except UsageError:
+            continue
+        out[f"arg:{index}"] = dtype
+    return out
 
 
 def diff(a: Side, b: Side, dtypes: dict[str, str] | None = None, first: int = 8,
