@@ -213,6 +213,7 @@ class Kernel:
         self.has_ir: bool = self.description["has_ir"]
         self.params: list[dict[str, int]] = self.description["params"]
         self.globals: list[dict[str, Any]] = self.description["globals"]
+        self._bitcode: bytes | None = None
         self.instances = sorted(instances, key=lambda i: i.launch_index)
 
     @property
@@ -226,7 +227,10 @@ class Kernel:
         return self.db.path / ir["file"] if ir else None
 
     def bitcode(self) -> bytes:
-        """The kernel's module as LLVM bitcode, verified against its recorded hash."""
+        """The kernel's module as LLVM bitcode, verified against its recorded hash
+        (read once: every replay asks for it, most find the compile cache warm)."""
+        if self._bitcode is not None:
+            return self._bitcode
         ir = self.description.get("ir")
         if not ir:
             raise RecordDBError(f"{self.demangled} carries no IR: the application was not "
@@ -238,6 +242,7 @@ class Kernel:
             raise RecordDBError(f"{path}: missing (the database is incomplete)") from None
         if _native().content_hash(data) != ir["content_hash"]:
             raise RecordDBError(f"{path}: corrupt (content hash mismatch)")
+        self._bitcode = data
         return data
 
     @functools.cached_property

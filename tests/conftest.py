@@ -136,16 +136,20 @@ def _postgres_bin() -> Path | None:
 def postgres_url():
     """A PostgreSQL server on loopback for this session, its URL.
 
-    Started from Debian's postgresql package (.ci/run installs it); as the
-    postgres user when the tests run as root, since the server refuses root.
+    Started from Debian's postgresql package, which scripts/setup.sh installs
+    (as it installs psycopg2 with the test extras): missing, the test fails.
+    As the postgres user when the tests run as root, since the server refuses root.
     """
+    import importlib.util
     import socket
     import tempfile
 
     bindir = _postgres_bin()
     if bindir is None:
-        pytest.skip("PostgreSQL is not installed here (apt-get install postgresql)")
-    pytest.importorskip("psycopg2", reason="needs psycopg2: pip install psycopg2-binary")
+        pytest.fail("PostgreSQL is not installed: scripts/setup.sh installs it "
+                    "(apt-get install postgresql)")
+    if importlib.util.find_spec("psycopg2") is None:
+        pytest.fail("psycopg2 is missing: pip install '.[test]' (psycopg2-binary)")
     home = Path(tempfile.mkdtemp(prefix="mneme-pg-"))
     as_user: list[str] = []
     if os.geteuid() == 0:

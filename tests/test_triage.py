@@ -146,6 +146,10 @@ def test_diff_errors_are_one_line_with_exit_2(instance, tmp_path):
     other = save(instance, tmp_path / "other")
     meta = json.loads((other / "output.json").read_text())
     (other / "output.json").write_text(json.dumps({**meta, "instance": "aa.bb"}))
+    broken, listed, unknown = (tmp_path / n for n in ("broken.json", "list.json", "typo.json"))
+    broken.write_text("{nope")
+    listed.write_text("[1, 2]")
+    unknown.write_text(json.dumps({"pipelin": "default<O2>"}))
     cases = [
         (["mneme", "diff", str(same), str(partial)], "the sides hold different buffers"),
         (["mneme", "diff", str(same), str(other)], "the sides are different instances"),
@@ -153,6 +157,14 @@ def test_diff_errors_are_one_line_with_exit_2(instance, tmp_path):
         (["mneme", "diff", str(tmp_path)], "not a saved replay output"),
         (["mneme", "diff", "-rdb", db, str(same), "--dtype", "float33"], "no dtype 'float33'"),
         (["mneme", "diff", "--config", "x.json"], "-rid and --config need -rdb DIR"),
+        # --config files: one reader, one kind of message, for diff, bisect and replay.
+        (["mneme", "diff", "-rdb", db, "--config", str(broken)], f"{broken}: not JSON"),
+        (["mneme", "diff", "--bisect", "-rdb", db, "--config", str(tmp_path / "absent.json")],
+         "absent.json: no such file"),
+        (["mneme", "replay", "-rdb", db, "--config", str(listed)],
+         f"{listed}: not a ReplayConfig (a JSON object)"),
+        (["mneme", "replay", "-rdb", db, "--config", str(unknown)],
+         f"{unknown}: unknown ReplayConfig field(s): pipelin"),
     ]
     for cmd, message in cases:
         proc = run(cmd, check=False)

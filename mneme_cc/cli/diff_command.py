@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -88,12 +89,7 @@ def diff(
     elif rid or config:
         raise UsageError("-rid and --config need -rdb DIR")
     sides = [triage.saved_side(p) for p in saved or []]
-    configs = []
-    for path in config or []:
-        try:
-            configs.append((path, ReplayConfig.from_json(path.read_text())))
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{path}: not JSON ({exc})") from None
+    configs = [(path, ReplayConfig.load(path)) for path in config or []]
     if inst is not None and len(sides) + len(configs) == 1:
         sides.insert(0, triage.recorded_side(inst))
     if len(sides) + len(configs) != 2:
@@ -107,10 +103,12 @@ def diff(
     if configs and sides and sides[0].instance != inst.name:
         raise UsageError(f"{sides[0].label} is of instance {sides[0].instance}, not "
                          f"{inst.name}")
-    for path, c in configs:
-        sides.append(triage.replayed_side(inst, c, f"replay of {path}", device))
-    a, b = sides
-    diffs = triage.diff(a, b, dtypes, first, histogram)
+    with tempfile.TemporaryDirectory(prefix="mneme-diff-") as scratch:
+        if configs:
+            sides += triage.replayed_sides(inst, [(f"replay of {p}", c) for p, c in configs],
+                                           Path(scratch), device)
+        a, b = sides
+        diffs = triage.diff(a, b, dtypes, first, histogram)
     same = all(d.same for d in diffs)
     if as_json or not sys.stdout.isatty():
         print(json.dumps({"a": a.label, "b": b.label, "instance": a.instance, "same": same,
@@ -124,15 +122,11 @@ def diff(
 def _bisect(database: Path, rid: Optional[str], config_path: Path, device: int,
             as_json: bool) -> None:
     from mneme_cc.cli.replay_command import find_instance
-    from mneme_cc.errors import UsageError
     from mneme_cc.replay.config import ReplayConfig
     from mneme_cc.triage.bisect import Bisector
 
     inst = find_instance(database, rid, None)
-    try:
-        config = ReplayConfig.from_json(config_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{config_path}: not JSON ({exc})") from None
+    config = ReplayConfig.load(config_path)
     finding = Bisector(inst, config, device).run()
     if as_json or not sys.stdout.isatty():
         print(json.dumps({"instance": inst.name, "config": str(config_path),

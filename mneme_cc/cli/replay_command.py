@@ -15,33 +15,17 @@ from typing import Annotated, Optional
 import typer
 
 from mneme_cc.cli._errors import reports_errors
+from mneme_cc.cli._options import int_list
 
 #: Exit status when the replayed kernel does not reproduce the epilogue.
 EXIT_FAILED_VERIFICATION = 1
 
 
 def _dims(text: Optional[str], name: str):
-    from mneme_cc.errors import UsageError
-
     if text is None:
         return None
-    try:
-        dims = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise UsageError(f"{name} '{text}' is not X[,Y[,Z]]") from None
-    return tuple(dims + [1] * (3 - len(dims)))
-
-
-def _indices(text: Optional[str]) -> tuple[int, ...]:
-    from mneme_cc.errors import UsageError
-
-    if not text:
-        return ()
-    try:
-        return tuple(int(x) for x in text.split(","))
-    except ValueError:
-        raise UsageError(f"--specialize-args '{text}' is not a list of parameter indices") \
-            from None
+    dims = int_list(text, name, "X[,Y[,Z]]")
+    return dims + (1,) * (3 - len(dims))
 
 
 def _tuning(text: Optional[str]) -> dict:
@@ -62,17 +46,9 @@ def _tuning(text: Optional[str]) -> dict:
 
 
 def _policies(path: Optional[Path]) -> dict:
-    from mneme_cc.errors import UsageError
+    from mneme_cc.fileio import read_json_object
 
-    if path is None:
-        return {}
-    try:
-        spec = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: not JSON ({exc})") from None
-    if not isinstance(spec, dict):
-        raise UsageError(f"{path}: policies are an object keyed by buffer")
-    return spec
+    return read_json_object(path, "verification policies keyed by buffer") if path else {}
 
 
 def find_instance(database: Path, rid: Optional[str], kernel: Optional[str]):
@@ -158,12 +134,13 @@ def replay(
     from mneme_cc.replay.replayer import Replayer
 
     if config_file is not None:
-        config = ReplayConfig.from_json(config_file.read_text())
+        config = ReplayConfig.load(config_file)
     else:
         config = ReplayConfig(
             grid=_dims(grid, "--grid"), block=_dims(block, "--block"),
             pipeline=pipeline or "default<O3>", tuning=_tuning(tuning), ptxas_opt_level=ptxas_opt,
-            max_registers=max_registers, specialize_args=_indices(specialize_args),
+            max_registers=max_registers, specialize_args=int_list(specialize_args, "--specialize-args",
+                                                     "a list of parameter indices"),
             specialize_dims=specialize_dims, launch_bounds=launch_bounds,
             fp_reassociate=fp_reassociate,
             min_blocks_per_sm=min_blocks, iterations=iterations, warmup=warmup,

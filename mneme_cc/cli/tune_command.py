@@ -16,15 +16,13 @@ from typing import Annotated, Optional
 import typer
 
 from mneme_cc.cli._errors import reports_errors
+from mneme_cc.cli._options import int_list
 
 
 def _devices(text: str) -> list[int]:
     from mneme_cc.errors import UsageError
 
-    try:
-        devices = [int(d) for d in text.split(",") if d.strip()]
-    except ValueError:
-        raise UsageError(f"--devices '{text}' is not a list of GPU ordinals") from None
+    devices = list(int_list(text, "--devices", "a list of GPU ordinals"))
     if not devices:
         raise UsageError("--devices names no GPU")
     return devices

@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from mneme_cc.errors import UsageError
@@ -92,6 +93,18 @@ class ReplayConfig:
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def load(cls, path: Path) -> ReplayConfig:
+        """A config from a JSON file (`--config`); one-line errors that name it."""
+        from mneme_cc.fileio import read_json_object
+
+        try:
+            return cls.from_json(read_json_object(path, "a ReplayConfig"))
+        except UsageError as exc:
+            message = str(exc)
+            raise UsageError(message if message.startswith(str(path)) else
+                             f"{path}: {message}") from None
 
     @classmethod
     def from_json(cls, text: str | dict) -> ReplayConfig:

@@ -9,7 +9,6 @@ scratch directory first). Buffers are named as verification names them:
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,18 +54,21 @@ def saved_side(path: Path) -> Side:
                 config, meta)
 
 
-def replayed_side(inst: Instance, config: ReplayConfig, label: str, device: int = 0) -> Side:
-    """Replays config now; the state after its first launch is the side."""
+def replayed_sides(inst: Instance, configs: list[tuple[str, ReplayConfig]], scratch: Path,
+                   device: int = 0) -> list[Side]:
+    """Replays each (label, config) now, the instance restored once; the state
+    after each first launch is a side, saved under scratch (which the caller
+    removes once the sides have been read)."""
     from mneme_cc.replay.replayer import Replayer
 
-    scratch = Path(tempfile.mkdtemp(prefix="mneme-diff-"))
+    sides = []
     with Replayer(inst, device=device) as replayer:
-        # The first launch is the state; timing adds nothing here.
-        replayer.replay(dataclasses.replace(config, iterations=1, warmup=0),
-                        save_output=scratch / "out")
-    side = saved_side(scratch / "out")
-    side.label = label
-    return side
+        for n, (label, config) in enumerate(configs):
+            # The first launch is the state; timing adds nothing here.
+            replayer.replay(dataclasses.replace(config, iterations=1, warmup=0),
+                            save_output=scratch / f"side{n}")
+            sides.append(dataclasses.replace(saved_side(scratch / f"side{n}"), label=label))
+    return sides
 
 
 def parse_dtypes(spec: str | None) -> tuple[str | None, dict[str, str]]:

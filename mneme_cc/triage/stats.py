@@ -85,10 +85,11 @@ def diff_buffer(name: str, address: int, a: np.ndarray, b: np.ndarray,
     """Statistics of b against a (uint8 arrays of one size)."""
     if a.size != b.size:
         raise UsageError(f"{name}: {a.size} bytes on one side, {b.size} on the other")
-    out = BufferDiff(name, address, int(a.size), int(np.count_nonzero(a != b)))
+    byte_differs = a != b
+    out = BufferDiff(name, address, int(a.size), int(np.count_nonzero(byte_differs)))
     if dtype is None:
-        differ = np.flatnonzero(a != b)[:first]
-        out.first = [{"index": int(i), "a": int(a[i]), "b": int(b[i])} for i in differ]
+        out.first = [{"index": int(i), "a": int(a[i]), "b": int(b[i])}
+                     for i in np.flatnonzero(byte_differs)[:first]]
         return out
     dt = dtype_named(str(dtype)) if not isinstance(dtype, np.dtype) else dtype
     out.dtype = dt.name
@@ -96,6 +97,8 @@ def diff_buffer(name: str, address: int, a: np.ndarray, b: np.ndarray,
     out.trailing_bytes = int(a.size - usable)
     va, vb = a[:usable].view(dt), b[:usable].view(dt)
     out.elements = int(va.size)
+    if not out.bytes_differing:  # most buffers: no element work
+        return out
     differ = va.view(f"u{dt.itemsize}") != vb.view(f"u{dt.itemsize}")  # bits
     out.differing = int(np.count_nonzero(differ))
     out.first = [{"index": int(i), "a": _value(va[i]), "b": _value(vb[i])}

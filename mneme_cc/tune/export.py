@@ -18,18 +18,22 @@ from pathlib import Path
 from typing import Any
 
 from mneme_cc.errors import UsageError
-from mneme_cc.fileio import write_text_atomic
+from mneme_cc.fileio import read_json_object, write_text_atomic
 from mneme_cc.replay.config import ReplayConfig
 
 MNEME_FORMAT = {"format": "mneme-tuned-kernels", "version": 1}
+#: The compile fields a PROTEUS_TUNED_KERNELS entry carries; any other one
+#: (today's tuning, ptxas options, fp_reassociate, ... and tomorrow's) must
+#: stay at its default for a config to be exported there.
+PROTEUS_CARRIES = ("pipeline", "codegen_opt_level", "specialize_args", "specialize_dims",
+                   "launch_bounds", "max_threads", "min_blocks_per_sm")
 
 
 def proteus_entry(config: ReplayConfig, block: tuple[int, int, int]) -> dict[str, Any]:
     """The Proteus fields for a verified config; an error if one cannot be said there."""
     defaults = ReplayConfig()
-    unexpressed = [name for name in ("tuning", "ptxas_opt_level", "max_registers",
-                                     "fp_reassociate", "opt_bisect_limit")
-                   if getattr(config, name) != getattr(defaults, name)]
+    unexpressed = [name for name in ReplayConfig.COMPILE_FIELDS if name not in PROTEUS_CARRIES
+                   and getattr(config, name) != getattr(defaults, name)]
     m = re.fullmatch(r"default<O([0-3])>", config.pipeline.strip())
     if not m:
         unexpressed.append("pipeline (a pass list of llvmlite's pass names)")
@@ -64,16 +68,13 @@ def find_best(database: Path) -> list[Path]:
 
 
 def _load(path: Path, what: str) -> dict[str, Any]:
+    """A file export merges into ({} when it does not exist yet)."""
     if not path.exists():
         return {}
     try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: not JSON ({exc}); it is merged into, so fix or move it") \
-            from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{path}: not a {what} file (not a JSON object)")
-    return data
+        return read_json_object(path, f"a {what} file")
+    except UsageError as exc:
+        raise UsageError(f"{exc}; it is merged into, so fix or move it") from None
 
 
 def export(best_files: list[Path], proteus: Path | None, mneme: Path | None) -> dict[str, Any]:

@@ -31,6 +31,8 @@ from mneme_cc.tune.samplers import OBJECTIVES, make_sampler
 from mneme_cc.tune.space import SearchSpace, load_space
 from mneme_cc.tune.storage import describe, open_storage
 
+REPORT_INTERVAL_S = 1.0
+
 
 def _params_key(params: dict[str, Any]) -> str:
     return json.dumps(params, sort_keys=True, default=str)
@@ -81,6 +83,7 @@ class Tuner:
             raise UsageError(f"study '{self.name}' already exists in {self.storage_name}: pass "
                              "--resume to continue it, or --study NAME for a new one")
         self.storage = storage
+        self.state = optuna.trial.TrialState  # for the loop, without importing there
         self.study = optuna.create_study(
             study_name=self.name, storage=storage, directions=directions, load_if_exists=True,
             sampler=make_sampler(settings.sampler, len(directions), settings.seed))
@@ -93,6 +96,7 @@ class Tuner:
         self.best: TrialResult | None = None
         self.started = time.perf_counter()
         self.restarts = 0
+        self._reported = 0.0  # when summary.json and best.json were last written
 
     # -- bookkeeping --------------------------------------------------------
 
@@ -100,8 +104,6 @@ class Tuner:
         return [float(getattr(result, OBJECTIVES[o])) for o in self.settings.objectives]
 
     def _tell(self, trial, params: dict[str, Any], result: TrialResult, duplicate: bool) -> None:
-        import optuna
-
         # One attribute, not several: each is a storage transaction.
         trial.set_user_attr("result", {
             "outcome": result.outcome, "median_ms": result.median_ms,
@@ -113,7 +115,7 @@ class Tuner:
             if self.best is None or self.values(result) < self.values(self.best):
                 self.best = result
         else:
-            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            self.study.tell(trial, state=self.state.FAIL)
         self.counts[result.outcome] += 1
         line = {"trial": trial.number, "params": params, "outcome": result.outcome,
                 "duplicate": duplicate, "median_ms": result.median_ms,
@@ -171,6 +173,7 @@ class Tuner:
         }
 
     def _write_reports(self) -> None:
+        self._reported = time.perf_counter()
         write_text_atomic(self.out / "summary.json", json.dumps(self.summary(), indent=2))
         best = self.best_record()
         if best:
@@ -183,9 +186,7 @@ class Tuner:
         return self.storage.get_n_trials(self.study_id, states or None)
 
     def _may_ask(self, trials: int) -> bool:
-        import optuna
-
-        state = optuna.trial.TrialState
+        state = self.state
         if self._study_size(state.RUNNING, state.COMPLETE, state.PRUNED, state.FAIL) >= trials:
             return False
         # Exhaustive: only the enqueued combinations, never a random extra.
@@ -230,10 +231,8 @@ class Tuner:
                         # between our look at the queue and our ask.
                         reason = "exhaustive: the queue was empty"
                     if reason:
-                        import optuna
-
                         trial.set_user_attr("constraint", reason)
-                        self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                        self.study.tell(trial, state=self.state.PRUNED)
                         continue
                     config = self.space.derive(params)
                     key = config.key()
@@ -256,7 +255,10 @@ class Tuner:
                     for other, other_params in self.waiting.pop(key, []):
                         self._tell(other, other_params, result, duplicate=True)
                 self.restarts = ex.restarts
-                self._write_reports()
+                # At most once a second: a study can finish hundreds of trials
+                # a second, and trials.jsonl already has each one.
+                if time.perf_counter() - self._reported > REPORT_INTERVAL_S:
+                    self._write_reports()
             self.restarts = ex.restarts
         self._adopt_study_best()
         self._write_reports()
@@ -270,6 +272,6 @@ class Tuner:
         if self.best is None or trial.values[0] < self.values(self.best)[0]:
             r = trial.user_attrs["result"]
             self.best = TrialResult(
-                oc.VERIFIED, ReplayConfig.from_json(json.dumps(r["config"])),
+                oc.VERIFIED, ReplayConfig.from_json(r["config"]),
                 median_ms=r["median_ms"], samples_ms=r["samples_ms"], registers=r["registers"],
                 cubin_bytes=r["cubin_bytes"])
