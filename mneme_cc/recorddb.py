@@ -221,6 +221,16 @@ class Kernel:
         ir = self.description.get("ir")
         return ir["metadata"] if ir else None
 
+    @functools.cached_property
+    def codegen(self):
+        """The build's recorded code-generation options (mneme_cc.replay.numerics)."""
+        from mneme_cc.replay.numerics import Codegen
+
+        meta = self.ir_metadata
+        if meta is not None and not isinstance(meta.get("codegen"), dict):
+            return Codegen.from_metadata(meta, str(self.module))  # an older record: infer
+        return Codegen.from_metadata(meta)
+
     @property
     def ir_path(self) -> Path | None:
         ir = self.description.get("ir")

@@ -80,7 +80,10 @@ def cuda_compile_flags(toolkit: Path, plugin: Path | None, *, cuda_path: bool = 
     if cuda_path:
         flags.append(f"--cuda-path={toolkit}")
     if plugin is not None:
-        flags.append(f"-fpass-plugin={plugin}")
+        # cc1 as its own process: the plugin reads clang's resolved floating-
+        # point options (the contraction mode is not in the IR) from its
+        # command line.
+        flags += [f"-fpass-plugin={plugin}", "-fno-integrated-cc1"]
     if needs_curand_stand_in(toolkit):
         flags += ["-idirafter", str(COMPAT_INCLUDE_DIR)]
     return flags

@@ -43,7 +43,7 @@ std::pair<std::string, std::string> targetOf(const Module &M) {
   return {"unknown", ""};
 }
 
-json::Object describe(const Module &M, bool StrippedO0, size_t IRSize) {
+json::Object describe(const Module &M, bool StrippedO0, size_t IRSize, StringRef OptLevel) {
   json::Array Kernels;
   for (const Function &F : M)
     if (isKernel(F))
@@ -73,6 +73,7 @@ json::Object describe(const Module &M, bool StrippedO0, size_t IRSize) {
       {"globals", std::move(Globals)},
       {"o0_attributes_removed", StrippedO0},
       {"ir_bytes", static_cast<int64_t>(IRSize)},
+      {"codegen", mneme::describeCodegen(M, OptLevel)},
       {"producer", "mneme-cc " MNEME_VERSION " (LLVM " LLVM_VERSION_STRING ")"},
   };
 }
@@ -81,7 +82,7 @@ json::Object describe(const Module &M, bool StrippedO0, size_t IRSize) {
 
 namespace mneme {
 
-std::string encodeDeviceModule(Module &M) {
+std::string encodeDeviceModule(Module &M, StringRef OptLevel) {
   // Take optnone/noinline off for the copy, then put them back: the
   // application's own build stays exactly as clang made it.
   SmallVector<Function *, 16> Stripped;
@@ -103,15 +104,15 @@ std::string encodeDeviceModule(Module &M) {
   std::string Metadata;
   {
     raw_string_ostream Out(Metadata);
-    Out << json::Value(describe(M, !Stripped.empty(), Bitcode.size()));
+    Out << json::Value(describe(M, !Stripped.empty(), Bitcode.size(), OptLevel));
   }
   return embedded_ir::encodeRecord(Metadata, Bitcode);
 }
 
-void captureDeviceModule(Module &M) {
+void captureDeviceModule(Module &M, StringRef OptLevel) {
   std::string Arch = targetOf(M).first;
   std::string Path = handoffPath(handoffKey(M), Arch);
-  std::string Error = writeFileAtomically(Path, encodeDeviceModule(M));
+  std::string Error = writeFileAtomically(Path, encodeDeviceModule(M, OptLevel));
   if (!Error.empty())
     M.getContext().emitError("mneme: cannot hand the device IR of " +
                              M.getSourceFileName() + " to the host job: " + Error);

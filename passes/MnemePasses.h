@@ -12,6 +12,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/IR/Module.h"
+#include "llvm/Support/JSON.h"
 
 #include <string>
 
@@ -39,16 +40,23 @@ std::string writeFileAtomically(llvm::StringRef Path, llvm::StringRef Contents);
 llvm::SmallVector<std::string, 2> takeHandoffFiles(llvm::StringRef Key,
                                                     std::string &Error);
 
+// --- CodegenOptions.cpp --------------------------------------------------
+
+// The device code-generation options that change results (the `codegen`
+// object of the record's metadata; docs/embedded-ir.md lists its keys).
+// OptLevel is the pipeline's level ("0".."3", "s", "z"), empty if unknown.
+llvm::json::Object describeCodegen(const llvm::Module &M, llvm::StringRef OptLevel);
+
 // --- DeviceCapture.cpp ---------------------------------------------------
 
 // Serialises the device module as one embedded-IR record (metadata and
 // bitcode) without changing it.  Attributes that only clang's -O0 adds
 // (optnone, and the noinline that must accompany it) are left out of the
 // copy so that replay can optimise it.
-std::string encodeDeviceModule(llvm::Module &M);
+std::string encodeDeviceModule(llvm::Module &M, llvm::StringRef OptLevel);
 
 // Writes the record to the hand-off directory; errors go to the context.
-void captureDeviceModule(llvm::Module &M);
+void captureDeviceModule(llvm::Module &M, llvm::StringRef OptLevel);
 
 // --- HostEmbed.cpp -------------------------------------------------------
 

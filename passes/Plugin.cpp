@@ -13,8 +13,9 @@ using namespace llvm;
 namespace {
 
 struct CapturePass : PassInfoMixin<CapturePass> {
+  std::string OptLevel; // the pipeline's level; empty when run by name
   PreservedAnalyses run(Module &M, ModuleAnalysisManager &) {
-    mneme::captureDeviceModule(M);
+    mneme::captureDeviceModule(M, OptLevel);
     return PreservedAnalyses::all();
   }
   static bool isRequired() { return true; } // also at -O0 and under opt-bisect
@@ -28,21 +29,30 @@ struct EmbedPass : PassInfoMixin<EmbedPass> {
   static bool isRequired() { return true; }
 };
 
+std::string levelName(OptimizationLevel Level) {
+  if (Level.getSizeLevel() == 1)
+    return "s";
+  if (Level.getSizeLevel() == 2)
+    return "z";
+  return std::to_string(Level.getSpeedupLevel());
+}
+
 // Clang runs the pipeline-start callbacks before any optimisation, at every
 // level: exactly where the device module must be captured.
-void addForTarget(ModulePassManager &MPM, OptimizationLevel) {
+void addForTarget(ModulePassManager &MPM, OptimizationLevel Level) {
   // The triple is only known once the pass runs; dispatch there.
   struct Dispatch : PassInfoMixin<Dispatch> {
+    std::string OptLevel;
     PreservedAnalyses run(Module &M, ModuleAnalysisManager &AM) {
       if (M.getTargetTriple().isNVPTX())
-        return CapturePass().run(M, AM);
+        return CapturePass{{}, OptLevel}.run(M, AM);
       if (mneme::isCudaHostModule(M))
         return EmbedPass().run(M, AM);
       return PreservedAnalyses::all();
     }
     static bool isRequired() { return true; }
   };
-  MPM.addPass(Dispatch());
+  MPM.addPass(Dispatch{{}, levelName(Level)});
 }
 
 bool parsePipelineElement(StringRef Name, ModulePassManager &MPM,

@@ -94,7 +94,29 @@ def cmake_build(tmp_path_factory) -> Path:
 
 EXAMPLES = TESTS.parent / "examples"
 EXAMPLE_NAMES = ("vector_add", "cg", "stencil3d", "tree_search", "atomic_sum", "big_shared",
-                 "multi_tu")
+                 "multi_tu", "fp_physics", "jacobi_norm")
+
+#: The floating-point flag matrix: examples built with each cell's flags
+#: (after -O3) must replay with the application's numerics.
+MATRIX_EXAMPLES = ("fp_physics", "cg")
+FLAG_MATRIX = {
+    "default": [],
+    "contract-on": ["-ffp-contract=on"],
+    "contract-off": ["-ffp-contract=off"],
+    "fast-math": ["-ffast-math"],
+    "ftz": ["-fgpu-flush-denormals-to-zero"],
+    "O0": ["-O0"],
+    "O2": ["-O2"],
+}
+
+
+def build_matrix_cell(example: str, cell: str, out: Path, *, compile_only: bool = False) -> Path:
+    """One example built with one cell's flags by mneme-cxx (an object with -c)."""
+    target = out / (f"{example}.{cell}.o" if compile_only else f"{example}.{cell}")
+    run(["mneme-cxx", "-O3", *FLAG_MATRIX[cell], f"-I{EXAMPLES / 'common'}",
+         *(["-c"] if compile_only else []), str(EXAMPLES / example / f"{example}.cu"),
+         "-o", str(target)])
+    return target
 
 
 @pytest.fixture(scope="session")
@@ -119,6 +141,10 @@ def example_binaries(tmp_path_factory) -> Path:
     run(["cmake", "--build", str(build / "tree"), "-j4"])
     for name in (*EXAMPLE_NAMES, "fault_injection", "reassociation"):
         shutil.copy(build / "tree" / name / name, build / name)
+    (build / "matrix").mkdir()
+    for example in MATRIX_EXAMPLES:
+        for cell in FLAG_MATRIX:
+            build_matrix_cell(example, cell, build / "matrix")
     for sample in ("managed", "launch_apis"):
         run(["mneme-cxx", "-O2", str(SAMPLES / "record" / f"{sample}.cu"), "-o", str(build / sample)])
     return build

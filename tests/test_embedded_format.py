@@ -33,7 +33,7 @@ def test_round_trip_and_alignment():
 def test_header_layout_is_as_documented():
     record = _native.encode_embedded_ir(META, b"xyz")
     magic, version, meta_size, ir_size = struct.unpack_from("<8sIIQ", record)
-    assert magic == b"MNEMEIR\0" and version == 1
+    assert magic == b"MNEMEIR\0" and version == 2
     assert (meta_size, ir_size) == (len(META), 3)
     assert record[32:32 + meta_size].decode() == META
 
@@ -123,3 +123,10 @@ def test_version_1_fixture_still_reads():
     assert [k.name for k in module.kernels] == ["_Z10variant_42Pi"]
     assert module.bitcode[:4] == b"BC\xc0\xde"
     assert module.producer.startswith("mneme-cc 0.1.0 (LLVM 22.")
+    # It carries no codegen: replay reads the build's numerics off its IR.
+    assert "codegen" not in module.metadata
+    inspected = json.loads(run(["mneme", "inspect", "--json",
+                                str(TESTS / "fixtures" / "embedded-ir-v1.o")]).stdout)
+    codegen = inspected["modules"][0]["codegen"]
+    assert (codegen["source"], codegen["opt_level"], codegen["fp_contract"]) == \
+        ("inferred", "3", "fast")

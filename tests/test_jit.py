@@ -16,12 +16,14 @@ from mneme_cc.embedded import read_embedded_modules
 from mneme_cc.errors import UsageError
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.jit import KernelLaunch, Pipeline, compile_ptx
+from mneme_cc.replay.numerics import Codegen
 
 KERNEL = "_Z10vector_addPKfS0_Pfi"
 N = 1000000
 ARGS = (np.array([0x200000000000, 0x200000400000, 0x200000800000], np.uint64).tobytes()
         + np.array([N], np.int32).tobytes())
 LAUNCH = KernelLaunch(KERNEL, (1024, 1, 1), (256, 1, 1), ARGS, ((0, 8), (8, 8), (16, 8), (24, 4)))
+CODEGEN = Codegen()  # clang's defaults for CUDA at -O3
 
 
 @pytest.fixture(scope="module", params=["-O0", "-O3"])
@@ -38,25 +40,25 @@ def param_loads(ptx: str) -> set[int]:
 
 
 def test_plain_compile_loads_every_parameter(bitcode):
-    result = compile_ptx(bitcode, LAUNCH, ReplayConfig(), "sm_90")
+    result = compile_ptx(bitcode, LAUNCH, ReplayConfig(), "sm_90", CODEGEN)
     assert f".entry {KERNEL}(" in result.ptx and ".target sm_90" in result.ptx
     assert param_loads(result.ptx) == {0, 1, 2, 3}
     assert ".maxntid" not in result.ptx
-    assert set(result.seconds) == {"parse", "transform", "optimize", "codegen"}
+    assert set(result.seconds) == {"parse", "transform", "optimize", "contract", "codegen"}
 
 
 def test_argument_specialization_folds_the_constant(bitcode):
-    result = compile_ptx(bitcode, LAUNCH, ReplayConfig(specialize_args=(3,)), "sm_90")
+    result = compile_ptx(bitcode, LAUNCH, ReplayConfig(specialize_args=(3,)), "sm_90", CODEGEN)
     assert param_loads(result.ptx) == {0, 1, 2}          # n is no longer loaded
     assert re.search(rf"\b{N}\b", result.ptx)            # it is an immediate
-    pointers = compile_ptx(bitcode, LAUNCH, ReplayConfig(specialize_args=(0, 1, 2)), "sm_90")
+    pointers = compile_ptx(bitcode, LAUNCH, ReplayConfig(specialize_args=(0, 1, 2)), "sm_90", CODEGEN)
     assert param_loads(pointers.ptx) == {3}
     assert str(0x200000000000) in pointers.ptx or "35184372088832" in pointers.ptx
 
 
 def test_dimension_specialization_replaces_special_registers(bitcode):
-    plain = compile_ptx(bitcode, LAUNCH, ReplayConfig(), "sm_90").ptx
-    special = compile_ptx(bitcode, LAUNCH, ReplayConfig(specialize_dims=True), "sm_90").ptx
+    plain = compile_ptx(bitcode, LAUNCH, ReplayConfig(), "sm_90", CODEGEN).ptx
+    special = compile_ptx(bitcode, LAUNCH, ReplayConfig(specialize_dims=True), "sm_90", CODEGEN).ptx
     assert "%ntid.x" in plain and "%nctaid.x" in plain
     assert "%ntid.x" not in special and "%nctaid.x" not in special
     assert "262144" in special                           # gridDim * blockDim, folded
@@ -65,15 +67,15 @@ def test_dimension_specialization_replaces_special_registers(bitcode):
 
 def test_launch_bounds_reach_the_ptx(bitcode):
     config = ReplayConfig(launch_bounds=True, min_blocks_per_sm=2)
-    ptx = compile_ptx(bitcode, LAUNCH, config, "sm_90").ptx
+    ptx = compile_ptx(bitcode, LAUNCH, config, "sm_90", CODEGEN).ptx
     assert ".maxntid 256" in ptx and ".minnctapersm 2" in ptx
     ptx = compile_ptx(bitcode, LAUNCH, ReplayConfig(launch_bounds=True, max_threads=128),
-                      "sm_90").ptx
+                      "sm_90", CODEGEN).ptx
     assert ".maxntid 128" in ptx and ".minnctapersm" not in ptx
 
 
 def test_pipelines_differ(bitcode):
-    texts = {p: compile_ptx(bitcode, LAUNCH, ReplayConfig(pipeline=p), "sm_90").ir
+    texts = {p: compile_ptx(bitcode, LAUNCH, ReplayConfig(pipeline=p), "sm_90", CODEGEN).ir
              for p in ("default<O0>", "default<O3>", "sroa,instcombine,simplifycfg")}
     assert len(set(texts.values())) == 3
     assert texts["default<O3>"].count("alloca") == 0
@@ -89,9 +91,9 @@ def test_unknown_pass_is_an_error_that_lists_the_known_ones():
 
 def test_bad_specialization_requests(bitcode):
     with pytest.raises(UsageError, match="no parameter 9"):
-        compile_ptx(bitcode, LAUNCH, ReplayConfig(specialize_args=(9,)), "sm_90")
+        compile_ptx(bitcode, LAUNCH, ReplayConfig(specialize_args=(9,)), "sm_90", CODEGEN)
     with pytest.raises(UsageError, match="defines no kernel"):
-        compile_ptx(bitcode, KernelLaunch("nope", (1, 1, 1), (1, 1, 1)), ReplayConfig(), "sm_90")
+        compile_ptx(bitcode, KernelLaunch("nope", (1, 1, 1), (1, 1, 1)), ReplayConfig(), "sm_90", CODEGEN)
 
 
 def test_config_round_trips_and_grounds():
@@ -142,9 +144,9 @@ def test_tuning_options_reach_the_pipeline(tmp_path):
     (spmv,) = [k.name for k in module.kernels if "spmv" in k.name]
     launch = KernelLaunch(spmv, (10, 1, 1), (128, 1, 1), bytes(48),
                           ((0, 4), (8, 8), (16, 8), (24, 8), (32, 8), (40, 8)))
-    unrolled = compile_ptx(module.bitcode, launch, ReplayConfig(), "sm_90").ptx
+    unrolled = compile_ptx(module.bitcode, launch, ReplayConfig(), "sm_90", CODEGEN).ptx
     rolled = compile_ptx(module.bitcode, launch,
-                         ReplayConfig(tuning={"loop_unrolling": False}), "sm_90").ptx
+                         ReplayConfig(tuning={"loop_unrolling": False}), "sm_90", CODEGEN).ptx
     assert rolled.count("ld.global") < unrolled.count("ld.global")
 
 
@@ -158,7 +160,7 @@ def test_floating_point_scalars_specialise(tmp_path):
     args = (np.array([1000, 0], np.int32).tobytes() + np.array([0.375], np.float64).tobytes()
             + np.array([0x200000000000, 0x200000200000], np.uint64).tobytes())
     launch = KernelLaunch(name, (1024, 1, 1), (256, 1, 1), args, ((0, 4), (8, 8), (16, 8), (24, 8)))
-    ptx = compile_ptx(module.bitcode, launch, ReplayConfig(specialize_args=(0, 1)), "sm_90").ptx
+    ptx = compile_ptx(module.bitcode, launch, ReplayConfig(specialize_args=(0, 1)), "sm_90", CODEGEN).ptx
     assert not re.search(rf"\[{name}_param_[01]\]", ptx)
     assert "0d3FD8000000000000" in ptx  # 0.375
 
@@ -172,7 +174,7 @@ def test_ptxas_options_and_resources(tmp_path):
          "-o", str(obj)])
     (module,) = read_embedded_modules(obj)
     launch = KernelLaunch("_Z4spmviPKiS0_PKdS2_Pd", (1024, 1, 1), (256, 1, 1))
-    ptx = compile_ptx(module.bitcode, launch, ReplayConfig(), "sm_90").ptx
+    ptx = compile_ptx(module.bitcode, launch, ReplayConfig(), "sm_90", CODEGEN).ptx
     free = compile_cubin(ptx, launch.name, ReplayConfig(), "sm_90")
     capped = compile_cubin(ptx, launch.name, ReplayConfig(max_registers=16), "sm_90")
     assert free.data[:4] == b"\x7fELF" and free.resources.registers > 16
@@ -184,7 +186,7 @@ def test_compile_cache_hits_and_misses(bitcode, tmp_path):
     from mneme_cc.replay.compiler import compile_kernel
 
     def compile_(config):
-        return compile_kernel(bitcode, "irhash", LAUNCH, config, "sm_90", cache_dir=tmp_path)
+        return compile_kernel(bitcode, "irhash", LAUNCH, config, "sm_90", CODEGEN, cache_dir=tmp_path)
 
     first = compile_(ReplayConfig(specialize_args=(3,)))
     assert not first.cache_hit and {"parse", "optimize", "codegen", "ptxas"} <= set(first.seconds)
@@ -194,7 +196,7 @@ def test_compile_cache_hits_and_misses(bitcode, tmp_path):
     assert again.ir == first.ir and f"@{KERNEL}(" in first.ir
     assert again.ptx == first.ptx
     # A cache directory given as text (worker processes get one) is the same cache.
-    assert compile_kernel(bitcode, "irhash", LAUNCH, ReplayConfig(specialize_args=(3,)), "sm_90",
+    assert compile_kernel(bitcode, "irhash", LAUNCH, ReplayConfig(specialize_args=(3,)), "sm_90", CODEGEN,
                           cache_dir=str(tmp_path)).cache_hit
     assert not compile_(ReplayConfig(specialize_args=(3,), max_registers=32)).cache_hit
     assert not compile_(ReplayConfig()).cache_hit
@@ -202,7 +204,7 @@ def test_compile_cache_hits_and_misses(bitcode, tmp_path):
     assert compile_(ReplayConfig(max_threads=64)).cache_hit
     other_n = KernelLaunch(KERNEL, LAUNCH.grid, LAUNCH.block, ARGS[:24] + bytes(4), LAUNCH.params)
     assert not compile_kernel(bitcode, "irhash", other_n, ReplayConfig(specialize_args=(3,)),
-                              "sm_90", cache_dir=tmp_path).cache_hit
+                              "sm_90", CODEGEN, cache_dir=tmp_path).cache_hit
     assert not [p for p in tmp_path.rglob("*") if ".tmp." in p.name]
 
 
@@ -243,44 +245,44 @@ def test_the_device_compare_kernels_compile():
 
 def test_mutations_miscompile_where_a_pass_list_names_them(bitcode):
     """The deliberately wrong transformations triage uses to prove bisection."""
-    plain = compile_ptx(bitcode, LAUNCH, ReplayConfig(pipeline="sroa"), "sm_90")
+    plain = compile_ptx(bitcode, LAUNCH, ReplayConfig(pipeline="sroa"), "sm_90", CODEGEN)
     flipped = compile_ptx(bitcode, LAUNCH, ReplayConfig(pipeline="sroa,mneme-flip-icmp"),
-                          "sm_90")
+                          "sm_90", CODEGEN)
     assert re.findall(r"= icmp (\w+) ", plain.ir)[0] == "slt"    # i < n
     assert re.findall(r"= icmp (\w+) ", flipped.ir)[0] == "sge"
     # Passes after it run on the mutated module.
     later = compile_ptx(bitcode, LAUNCH, ReplayConfig(
-        pipeline="sroa,mneme-flip-icmp,instcombine,simplifycfg"), "sm_90")
+        pipeline="sroa,mneme-flip-icmp,instcombine,simplifycfg"), "sm_90", CODEGEN)
     assert later.ptx != compile_ptx(bitcode, LAUNCH, ReplayConfig(
-        pipeline="sroa,instcombine,simplifycfg"), "sm_90").ptx
+        pipeline="sroa,instcombine,simplifycfg"), "sm_90", CODEGEN).ptx
     dropped = compile_ptx(bitcode, LAUNCH, ReplayConfig(pipeline="sroa,mneme-drop-store"),
-                          "sm_90")
-    stores = compile_ptx(bitcode, LAUNCH, ReplayConfig(pipeline="sroa"), "sm_90")
+                          "sm_90", CODEGEN)
+    stores = compile_ptx(bitcode, LAUNCH, ReplayConfig(pipeline="sroa"), "sm_90", CODEGEN)
     assert dropped.ptx.count("st.global") < stores.ptx.count("st.global")
     # "none" runs no pass at all.
     assert Pipeline.parse("none").passes == ()
 
 
 def test_opt_bisect_limit_runs_a_prefix_of_the_pipeline(bitcode):
-    o3 = compile_ptx(bitcode, LAUNCH, ReplayConfig(pipeline="default<O3>"), "sm_90")
-    none = compile_ptx(bitcode, LAUNCH, ReplayConfig(opt_bisect_limit=0), "sm_90")
+    o3 = compile_ptx(bitcode, LAUNCH, ReplayConfig(pipeline="default<O3>"), "sm_90", CODEGEN)
+    none = compile_ptx(bitcode, LAUNCH, ReplayConfig(opt_bisect_limit=0), "sm_90", CODEGEN)
     assert none.ir != o3.ir and o3.bisect_log == ""
     # A limit past every pass is the whole pipeline again (the same code; the
     # text of the IR differs in the order of `preds` comments only).
-    assert compile_ptx(bitcode, LAUNCH, ReplayConfig(opt_bisect_limit=100000), "sm_90").ptx \
+    assert compile_ptx(bitcode, LAUNCH, ReplayConfig(opt_bisect_limit=100000), "sm_90", CODEGEN).ptx \
         == o3.ptx
     # Numbering starts at 1 every time, and this process was left alone.
-    lines = compile_ptx(bitcode, LAUNCH, ReplayConfig(opt_bisect_limit=3), "sm_90") \
+    lines = compile_ptx(bitcode, LAUNCH, ReplayConfig(opt_bisect_limit=3), "sm_90", CODEGEN) \
         .bisect_log.splitlines()
     assert lines[0].startswith("BISECT: running pass (1) ")
     assert lines[3].startswith("BISECT: NOT running pass (4) ")
-    assert compile_ptx(bitcode, LAUNCH, ReplayConfig(), "sm_90").ir == o3.ir
+    assert compile_ptx(bitcode, LAUNCH, ReplayConfig(), "sm_90", CODEGEN).ir == o3.ir
 
 
 def test_fp_reassociation_flags_every_float_operation(bitcode):
-    plain = compile_ptx(bitcode, LAUNCH, ReplayConfig(pipeline="none"), "sm_90")
+    plain = compile_ptx(bitcode, LAUNCH, ReplayConfig(pipeline="none"), "sm_90", CODEGEN)
     loose = compile_ptx(bitcode, LAUNCH, ReplayConfig(pipeline="none", fp_reassociate=True),
-                        "sm_90")
+                        "sm_90", CODEGEN)
     adds = re.findall(r"= fadd ([^%]*)", plain.ir)
     assert adds and all("reassoc" not in a for a in adds)
     assert re.findall(r"= fadd ([^%]*)", loose.ir) == [f"reassoc nsz {a}" for a in adds]

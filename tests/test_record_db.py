@@ -322,7 +322,7 @@ def test_recorder_exports_only_cuda_entry_points():
     exported = {s for s in symbols if not s.startswith("_Z") and s.isidentifier() and len(s) > 2}
     names = {s for s in exported if s.startswith(("cuda", "__cuda", "__mneme"))}
     assert {"cudaMalloc", "cudaFree", "cudaLaunchKernel", "__cudaRegisterFatBinary",
-            "__cudaLaunchKernel", "__mneme_register_ir_v1"} <= names
+            "__cudaLaunchKernel", "__mneme_register_ir_v1", "__mneme_register_ir_v2"} <= names
     assert not [s for s in symbols if s.startswith("_ZN")]  # no C++ symbols leak
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -15,29 +16,81 @@ from mneme_cc.cli._errors import fail, reports_errors
 EXIT_NO_IR = 1
 
 
+def _codegen(module):
+    """The module's recorded code-generation options (inferred for an older record)."""
+    from mneme_cc.replay.numerics import Codegen
+
+    if isinstance(module.metadata.get("codegen"), dict):
+        return Codegen.from_metadata(module.metadata)
+    import llvmlite.binding as llvm
+
+    return Codegen.from_metadata(module.metadata, str(llvm.parse_bitcode(module.bitcode)))
+
+
 def _module_summary(module) -> dict:
     """The module's description without its bitcode (which --extract writes)."""
     summary = {k: v for k, v in dataclasses.asdict(module).items()
                if k not in ("bitcode", "metadata")}
-    return {**summary, "ir_bytes": module.ir_bytes}
+    return {**summary, "ir_bytes": module.ir_bytes, "codegen": _codegen(module).to_dict()}
 
 
-def _extract(modules, directory: Path) -> list[Path]:
-    """Writes `<source-stem>.<arch>.bc` (+ `.json`) per module; names never clash."""
-    directory.mkdir(parents=True, exist_ok=True)
-    written, taken = [], set()
+def _file_names(modules) -> list[str]:
+    """`<source-stem>.<arch>` per module: names read from the binary reduced to
+    safe characters (they must not reach outside the directory), never clashing."""
+    names, taken = [], set()
     for module in modules:
-        stem = f"{Path(module.source).stem}.{module.arch}"
+        stem = re.sub(r"[^A-Za-z0-9_.+-]", "_", f"{Path(module.source).stem}.{module.arch}")
+        stem = stem.lstrip(".") or "module"
         name, n = stem, 1
         while name in taken:
             n += 1
             name = f"{stem}.{n}"
         taken.add(name)
+        names.append(name)
+    return names
+
+
+def _extract(modules, directory: Path) -> list[Path]:
+    """Writes `<source-stem>.<arch>.bc` (+ `.json`) per module."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for module, name in zip(modules, _file_names(modules), strict=True):
         bc = directory / f"{name}.bc"
         bc.write_bytes(module.bitcode)
         (directory / f"{name}.json").write_text(json.dumps(_module_summary(module), indent=2) + "\n")
         written.append(bc)
     return written
+
+
+def _write_ptx(modules, directory: Path) -> list[Path]:
+    """Writes `<source-stem>.<arch>.ptx` per module: the whole module compiled
+    as replay compiles it at the recorded settings."""
+    from mneme_cc.replay.jit import compile_ptx
+
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for module, name in zip(modules, _file_names(modules), strict=True):
+        codegen = _codegen(module)
+        result = compile_ptx(module.bitcode, None, codegen.baseline_config(), module.arch, codegen)
+        path = directory / f"{name}.ptx"
+        path.write_text(result.ptx)
+        written.append(path)
+    return written
+
+
+def _describe_codegen(codegen) -> str:
+    parts = [f"-O{codegen.opt_level}", f"fp-contract={codegen.fp_contract}",
+             f"denormals {codegen.denormals_f32}",
+             "precise div" if codegen.prec_div else "approximate div",
+             "precise sqrt" if codegen.prec_sqrt else "approximate sqrt"]
+    parts += [name.replace("_", "-") for name in ("fast_math", "approx_func", "no_infs", "no_nans",
+                                                  "no_signed_zeros", "reassociate")
+              if getattr(codegen, name)]
+    if codegen.approx_transcendentals:
+        parts.append("approx-transcendentals")
+    if codegen.source != "cc1":
+        parts.append(f"(contraction read from the {codegen.source})")
+    return ", ".join(parts)
 
 
 def _render(file: Path, modules) -> None:
@@ -49,6 +102,7 @@ def _render(file: Path, modules) -> None:
     for module in modules:
         console.print(f"\n[bold cyan]{module.source}[/] for [bold]{module.arch}[/] "
                       f"({module.ir_bytes} bytes of IR) in {module.origin}")
+        console.print(f"codegen: {_describe_codegen(_codegen(module))}", highlight=False)
         kernels = Table("kernel", "demangled", box=None, pad_edge=False)
         for k in module.kernels:
             kernels.add_row(k.name, k.demangled)
@@ -65,6 +119,9 @@ def inspect(
     file: Annotated[Path, typer.Argument(help="Executable, shared library, object or static library.")],
     extract: Annotated[Optional[Path], typer.Option("--extract", metavar="DIR",
                        help="Write each module's bitcode (.bc) and metadata (.json) to DIR.")] = None,
+    ptx: Annotated[Optional[Path], typer.Option("--ptx", metavar="DIR",
+                   help="Write each module's PTX as replay compiles it at the recorded "
+                        "settings (no GPU needed).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
 ) -> None:
     """List the device modules, kernels and globals a file carries."""
@@ -76,6 +133,7 @@ def inspect(
         fail(f"{file} is a directory; give a binary, library or object")
     modules = read_embedded_modules(file)
     written = _extract(modules, extract) if extract and modules else []
+    written += _write_ptx(modules, ptx) if ptx and modules else []
     if as_json:
         print(json.dumps({"file": str(file), "modules": [_module_summary(m) for m in modules],
                           "extracted": [str(p) for p in written]}, indent=2))

@@ -1,9 +1,10 @@
 """A recorded kernel compiled under a ReplayConfig, through a disk cache.
 
 The cache key covers everything that changes the binary: the IR's content
-hash, the kernel, the compile fields of the grounded config, the launch
-dimensions and argument bytes where they are specialised, the arch, and the
-versions of mneme-cc, LLVM (llvmlite) and nvJitLink. Entries are written to
+hash, the kernel, the compile fields of the grounded config, the build's
+recorded code-generation options, the launch dimensions and argument bytes
+where they are specialised, the arch, and the versions of mneme-cc, LLVM
+(llvmlite) and nvJitLink. Entries are written to
 a temporary name and renamed, so concurrent compilers share one cache.
 """
 
@@ -20,6 +21,7 @@ from pathlib import Path
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.cubin import Resources, compile_cubin
 from mneme_cc.replay.jit import KernelLaunch, compile_ptx
+from mneme_cc.replay.numerics import Codegen
 
 
 @dataclass
@@ -66,7 +68,8 @@ def _toolchain_versions() -> dict[str, str]:
     return versions
 
 
-def cache_key(ir_hash: str, launch: KernelLaunch, config: ReplayConfig, arch: str) -> str:
+def cache_key(ir_hash: str, launch: KernelLaunch, config: ReplayConfig, arch: str,
+              codegen: Codegen) -> str:
     fields = config.compile_fields()
     grounded = config.grounded()
     grid, block = grounded.grid or launch.grid, grounded.block or launch.block
@@ -74,6 +77,7 @@ def cache_key(ir_hash: str, launch: KernelLaunch, config: ReplayConfig, arch: st
                    for i, (o, s) in enumerate(launch.params) if i in grounded.specialize_args}
     material = {
         "ir": ir_hash, "kernel": launch.name, "arch": arch, "config": fields,
+        "codegen": codegen.to_dict(),
         "dims": [grid, block] if grounded.specialize_dims or grounded.launch_bounds else None,
         "args": specialised, "versions": _toolchain_versions(),
     }
@@ -81,17 +85,18 @@ def cache_key(ir_hash: str, launch: KernelLaunch, config: ReplayConfig, arch: st
 
 
 def compile_kernel(bitcode: bytes, ir_hash: str, launch: KernelLaunch, config: ReplayConfig,
-                   arch: str, cache_dir: Path | None = None) -> CompiledKernel:
-    """Compiles (or finds in the cache) the kernel as config says, for arch."""
+                   arch: str, codegen: Codegen, cache_dir: Path | None = None) -> CompiledKernel:
+    """Compiles (or finds in the cache) the kernel as config says, for arch,
+    from the IR of a build with the code-generation options `codegen`."""
     cache = Path(cache_dir) if cache_dir else default_cache_dir()
-    key = cache_key(ir_hash, launch, config, arch)
+    key = cache_key(ir_hash, launch, config, arch, codegen)
     entry = cache / key[:2] / key
     if (entry / "meta.json").exists() and (entry / "kernel.ll").exists():
         meta = json.loads((entry / "meta.json").read_text())
         return CompiledKernel((entry / "kernel.cubin").read_bytes(),
                               (entry / "kernel.ptx").read_text(), Resources(**meta["resources"]),
                               {}, cache_hit=True, ir_file=entry / "kernel.ll")
-    jit = compile_ptx(bitcode, launch, config, arch)
+    jit = compile_ptx(bitcode, launch, config, arch, codegen)
     cubin = compile_cubin(jit.ptx, launch.name, config, arch)
     seconds = {**jit.seconds, "ptxas": cubin.seconds}
     compiled = CompiledKernel(cubin.data, jit.ptx, cubin.resources, seconds, ir_text=jit.ir)

@@ -11,11 +11,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mneme_cc.errors import UsageError
+from mneme_cc.replay.numerics import clang_tuning
 
 Dim3 = tuple[int, int, int]
 BASELINES = ("original", "ir")
@@ -44,7 +46,7 @@ class ReplayConfig:
     shared_mem_bytes: int | None = None
     # Compilation of the recorded IR.
     pipeline: str = "default<O3>"
-    tuning: dict[str, Any] = field(default_factory=dict)  # TUNING_OPTIONS; {} LLVM's defaults
+    tuning: dict[str, Any] = field(default_factory=dict)  # TUNING_OPTIONS; {} clang's for the level
     codegen_opt_level: int = 3
     ptxas_opt_level: int = 3
     max_registers: int | None = None
@@ -54,6 +56,10 @@ class ReplayConfig:
     max_threads: int | None = None          # with launch_bounds; None: the block size
     min_blocks_per_sm: int | None = None    # with launch_bounds
     fp_reassociate: bool = False            # `reassoc nsz` on every fadd/fsub/fmul
+    # The back end's multiply-add contraction: "fast", "on" or "off"; None
+    # keeps the application's build's (mneme_cc.replay.numerics).
+    fp_contract: str | None = None
+    pin_contraction: bool = False           # unfused f32/f64 add/sub/mul as .rn for ptxas
     opt_bisect_limit: int | None = None     # run only the first N optional passes (triage)
     # Running and checking.
     iterations: int = 20
@@ -86,13 +92,22 @@ class ReplayConfig:
                                  f"{', '.join(TUNING_OPTIONS)})")
             if type(value) is not kind:
                 raise UsageError(f"tuning option {name} takes a {kind.__name__}, not {value!r}")
+        if self.fp_contract is not None and self.fp_contract not in ("fast", "on", "off"):
+            raise UsageError(f"fp_contract must be fast, on or off (or null for the "
+                             f"application's), not {self.fp_contract!r}")
+        if not isinstance(self.pipeline, str):
+            raise UsageError(f"pipeline must be a string such as default<O3>, not "
+                             f"{self.pipeline!r}")
         if self.opt_bisect_limit is not None and self.opt_bisect_limit < 0:
             raise UsageError("opt_bisect_limit counts passes (>= 0)")
         if any(i < 0 for i in self.specialize_args):
             raise UsageError("specialize_args are parameter indices (>= 0)")
 
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+        return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
     def load(cls, path: Path) -> ReplayConfig:
@@ -126,8 +141,13 @@ class ReplayConfig:
                 warmup=self.warmup, flush_l2=self.flush_l2, verify=self.verify,
                 baseline=self.baseline)
         grounded = self
-        if not self.pipeline.strip().startswith("default<"):
+        level = re.fullmatch(r"default<O([0-3])>", self.pipeline.strip())
+        if not level:
             grounded = dataclasses.replace(grounded, tuning={})  # a pass list takes none
+        else:  # what the level sets anyway is no setting
+            defaults = clang_tuning(int(level.group(1)))
+            grounded = dataclasses.replace(grounded, tuning={
+                k: v for k, v in self.tuning.items() if k not in defaults or defaults[k] != v})
         if not self.launch_bounds:
             grounded = dataclasses.replace(grounded, max_threads=None, min_blocks_per_sm=None)
         return grounded
@@ -135,7 +155,8 @@ class ReplayConfig:
     #: The fields that change the compiled binary (the rest change how it runs).
     COMPILE_FIELDS = ("pipeline", "tuning", "codegen_opt_level", "ptxas_opt_level", "max_registers",
                       "specialize_args", "specialize_dims", "launch_bounds", "max_threads",
-                      "min_blocks_per_sm", "fp_reassociate", "opt_bisect_limit")
+                      "min_blocks_per_sm", "fp_reassociate", "fp_contract", "pin_contraction",
+                      "opt_bisect_limit")
 
     def compile_fields(self) -> dict[str, Any]:
         grounded = self.grounded()

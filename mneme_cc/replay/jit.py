@@ -2,10 +2,12 @@
 
 Stages, each timed: parse the bitcode; specialise (launch dimensions and
 chosen scalar arguments become constants, launch bounds become attributes);
-optimise (`default<O0..O3>` or a comma list of named passes); generate PTX
-for the target arch. The transforms edit the module's text form: they touch
-only the kernel's definition line and body, and the verifier checks the
-result before anything else runs.
+optimise (`default<O0..O3>` with clang's tuning options for the level, or a
+comma list of named passes); apply the build's contraction mode
+(mneme_cc.replay.numerics); generate PTX for the target arch. The
+transforms edit the module's text form: they touch only the kernel's
+definition line and body, and the verifier checks the result before
+anything else runs.
 """
 
 from __future__ import annotations
@@ -20,16 +22,24 @@ import time
 from dataclasses import dataclass, field
 
 from mneme_cc.errors import UsageError
+from mneme_cc.replay import numerics
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.mutations import MUTATIONS
+from mneme_cc.replay.numerics import Codegen
 
 
+@functools.cache
 def llvm_binding():
-    """llvmlite.binding with every target and asm printer ready (NVPTX among them)."""
+    """llvmlite.binding with every target and asm printer ready (NVPTX among
+    them), and the one LLVM option clang sets for every CUDA device compile."""
     import llvmlite.binding as llvm
 
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
+    llvm.set_option("mneme", "-enable-memcpyopt-without-libcalls")
+    # The JIT runs this peephole itself, on the flags the build's IR had
+    # (mneme_cc.replay.numerics.fold_fma).
+    llvm.set_option("mneme", "-disable-nvptx-ir-peephole")
     return llvm
 
 
@@ -198,7 +208,7 @@ def _optimize_apart(text: str, arch: str, features: str, config: ReplayConfig,
     and, once set, LLVM numbers passes on from where it stopped and keeps
     printing; a fresh process counts from 1 and leaves this one untouched."""
     payload = json.dumps({"ir": text, "arch": arch, "features": features,
-                          "config": json.loads(config.to_json()), "kernel": kernel})
+                          "config": config.to_dict(), "kernel": kernel})
     proc = subprocess.run([sys.executable, "-m", "mneme_cc.replay.jit"], input=payload,
                           capture_output=True, text=True)
     if proc.returncode != 0:
@@ -224,7 +234,7 @@ def _optimize(llvm, module, machine, config, kernel: str):
     pipeline = Pipeline.parse(config.pipeline)
     if pipeline.level is not None:
         options = llvm.create_pipeline_tuning_options(speed_level=pipeline.level)
-        for name, value in config.tuning.items():
+        for name, value in {**numerics.clang_tuning(pipeline.level), **config.tuning}.items():
             setattr(options, name, value)
         builder = llvm.create_pass_builder(machine, options)
         builder.getModulePassManager().run(module, builder)
@@ -252,9 +262,12 @@ def _optimize(llvm, module, machine, config, kernel: str):
     return module
 
 
-def compile_ptx(bitcode: bytes, launch: KernelLaunch, config: ReplayConfig,
-                arch: str) -> JitResult:
-    """The recorded module compiled for arch (e.g. "sm_90") as `config` says."""
+def compile_ptx(bitcode: bytes, launch: KernelLaunch | None, config: ReplayConfig,
+                arch: str, codegen: Codegen) -> JitResult:
+    """The recorded module compiled for arch (e.g. "sm_90") as `config` says,
+    with the numerics of the build `codegen` describes where the config keeps
+    them. Without a launch the whole module is compiled and nothing is
+    specialised."""
     llvm = llvm_binding()
     seconds: dict[str, float] = {}
     t = time.perf_counter()
@@ -263,7 +276,12 @@ def compile_ptx(bitcode: bytes, launch: KernelLaunch, config: ReplayConfig,
     seconds["parse"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    module = llvm.parse_assembly(specialize(text, launch, config))
+    mode = numerics.contract_mode(config, codegen)
+    if launch is not None:
+        text = specialize(text, launch, config)
+    if mode == "off" and codegen.contract != "off":
+        text = numerics.strip_contract(text)  # what the front end makes under -ffp-contract=off
+    module = llvm.parse_assembly(text)
     module.verify()
     seconds["transform"] = time.perf_counter() - t
 
@@ -276,16 +294,33 @@ def compile_ptx(bitcode: bytes, launch: KernelLaunch, config: ReplayConfig,
                                            opt=config.codegen_opt_level)
     t = time.perf_counter()
     bisect_log = ""
+    kernel = launch.name if launch is not None else ""
     if config.opt_bisect_limit is None:
-        module = _optimize(llvm, module, machine, config, launch.name)
+        module = _optimize(llvm, module, machine, config, kernel)
     else:
-        optimised, bisect_log = _optimize_apart(str(module), arch, features, config,
-                                                launch.name)
+        optimised, bisect_log = _optimize_apart(str(module), arch, features, config, kernel)
         module = llvm.parse_assembly(optimised)
     seconds["optimize"] = time.perf_counter() - t
 
     t = time.perf_counter()
+    if config.codegen_opt_level > 0 or mode == "fast":
+        text = str(module)
+        if config.codegen_opt_level > 0:
+            # NVPTX's IR peephole (off in llvm_binding), on the IR's own flags;
+            # then the back end's -ffp-contract=fast, which llvmlite's target
+            # machine cannot take, as flags on every operation.
+            text = numerics.fold_fma(text)
+            if mode == "fast":
+                text = numerics.mark_contract(text)
+        else:
+            text = numerics.fuse_like_backend(text)
+        module = llvm.parse_assembly(text)
+    seconds["contract"] = time.perf_counter() - t
+
+    t = time.perf_counter()
     ptx = machine.emit_assembly(module)
+    if config.pin_contraction:
+        ptx = numerics.pin_ptx(ptx)
     seconds["codegen"] = time.perf_counter() - t
     return JitResult(ptx, str(module), seconds, bisect_log)
 

@@ -90,14 +90,14 @@ def compile_instance(inst: Instance, config: ReplayConfig, arch: str,
     """The instance's kernel compiled as `config` says (the "ir" baseline: at the
     recorded settings), through the disk cache."""
     kernel = inst.db.kernel(inst.static_hash)
+    codegen = kernel.codegen
     if config.baseline == "ir":
-        meta = kernel.ir_metadata or {}
-        level = "0" if meta.get("o0_attributes_removed") else "3"
-        config = ReplayConfig(pipeline=f"default<O{level}>")
+        config = codegen.baseline_config()
     launch = KernelLaunch(inst.kernel_name, inst.grid, inst.block, inst.args,
                           tuple((p["offset"], p["size"]) for p in inst.params))
     ir = kernel.description["ir"]
-    return compile_kernel(kernel.bitcode(), ir["content_hash"], launch, config, arch, cache_dir)
+    return compile_kernel(kernel.bitcode(), ir["content_hash"], launch, config, arch, codegen,
+                          cache_dir)
 
 
 def _arch_number(arch: str) -> int:

@@ -27,6 +27,7 @@ void __cudaRegisterVar(void **Handle, char *HostVar, char *DeviceAddress,
                        const char *DeviceName, int Ext, size_t Size, int Constant,
                        int Global);
 void __mneme_register_ir_v1(const void *Data, uint64_t Size);
+void __mneme_register_ir_v2(const void *Data, uint64_t Size);
 cudaError_t __cudaGetKernel(cudaKernel_t *Kernel, const void *HostFunction);
 cudaError_t __cudaLaunchKernel(cudaKernel_t Kernel, dim3 Grid, dim3 Block, void **Args,
                                size_t SharedMem, cudaStream_t Stream);
@@ -103,7 +104,12 @@ void __cudaRegisterVar(void **Handle, char *HostVar, char *DeviceAddress,
   registry().addVariable(Handle, HostVar, DeviceName, Size, Constant != 0);
 }
 
-// Called by the constructors mneme-cc adds to recordable binaries.
+// Called by the constructors mneme-cc adds to recordable binaries; the
+// decoder reads both versions' records.
+void __mneme_register_ir_v2(const void *Data, uint64_t Size) {
+  registry().addIR(Data, Size);
+}
+
 void __mneme_register_ir_v1(const void *Data, uint64_t Size) {
   registry().addIR(Data, Size);
 }

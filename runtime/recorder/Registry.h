@@ -42,7 +42,7 @@ public:
   void addFunction(void **Handle, const void *HostFunction, const char *DeviceName);
   void addVariable(void **Handle, const void *HostVariable, const char *DeviceName,
                    uint64_t Size, bool Constant);
-  // Decodes the records one module hands to __mneme_register_ir_v1.
+  // Decodes the records one module hands to its registration hook (either version).
   void addIR(const void *Data, uint64_t Size);
 
   // CUDA 13's nvcc launches through kernel handles (__cudaGetKernel).

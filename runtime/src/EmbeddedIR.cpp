@@ -63,9 +63,10 @@ bool decodeRecords(const void *Data, size_t Size, std::vector<RecordView> &Out,
     if (std::memcmp(Bytes + Pos, Magic, sizeof(Magic)) != 0)
       return Fail("bad magic (not a mneme-cc record)");
     uint32_t Version = static_cast<uint32_t>(getLE(Bytes + Pos + 8, 4));
-    if (Version != FormatVersion)
+    if (Version < OldestReadableVersion || Version > FormatVersion)
       return Fail("format version " + std::to_string(Version) +
-                  " is not supported (this build reads version " +
+                  " is not supported (this build reads versions " +
+                  std::to_string(OldestReadableVersion) + " to " +
                   std::to_string(FormatVersion) +
                   "); rebuild the binary with this mneme-cc");
     uint64_t MetaSize = getLE(Bytes + Pos + 12, 4);

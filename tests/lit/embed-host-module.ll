@@ -16,9 +16,9 @@ define internal void @__cuda_module_ctor() {
   ret void
 }
 
-; CHECK: @__mneme_ir = private constant [{{[0-9]+}} x i8] c"MNEMEIR\00\01\00\00\00{{.*}}sm_80{{.*}}MNEMEIR\00\01\00\00\00{{.*}}sm_90{{.*}}", section ".mneme_ir", align 8
+; CHECK: @__mneme_ir = private constant [{{[0-9]+}} x i8] c"MNEMEIR\00\02\00\00\00{{.*}}sm_80{{.*}}MNEMEIR\00\02\00\00\00{{.*}}sm_90{{.*}}", section ".mneme_ir", align 8
 ; CHECK: @llvm.used = appending global [1 x ptr] [ptr @__mneme_ir]
-; CHECK: @__mneme_hook_name = private unnamed_addr constant [23 x i8] c"__mneme_register_ir_v1\00"
+; CHECK: @__mneme_hook_name = private unnamed_addr constant [23 x i8] c"__mneme_register_ir_v2\00"
 ; CHECK: @llvm.global_ctors = appending global [1 x { i32, ptr, ptr }] [{ i32, ptr, ptr } { i32 101, ptr @__mneme_register_ir, ptr null }]
 ; CHECK: define internal void @__mneme_register_ir() {
 ; CHECK:   %[[HOOK:.*]] = call ptr @dlsym(ptr null, ptr @__mneme_hook_name)

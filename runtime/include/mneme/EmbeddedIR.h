@@ -2,7 +2,7 @@
 //
 // The pass plugin writes one record per translation unit and GPU arch; the
 // host object holds a TU's records back to back in the section `.mneme_ir`,
-// and hands the same bytes to `__mneme_register_ir_v1(data, size)` at
+// and hands the same bytes to `__mneme_register_ir_v2(data, size)` at
 // start-up when a recorder defines that symbol.  The layout is specified in
 // docs/embedded-ir.md; change it only together with FormatVersion.
 //
@@ -20,13 +20,16 @@
 namespace mneme::embedded_ir {
 
 inline constexpr char Magic[8] = {'M', 'N', 'E', 'M', 'E', 'I', 'R', '\0'};
-inline constexpr uint32_t FormatVersion = 1;
+// Version 2 added the `codegen` metadata object; version 1 records (no
+// codegen) are still read.
+inline constexpr uint32_t FormatVersion = 2;
+inline constexpr uint32_t OldestReadableVersion = 1;
 inline constexpr size_t HeaderSize = 32;
 inline constexpr size_t Alignment = 8;
 inline constexpr const char *SectionName = ".mneme_ir";
 // Versioned with the format: a recorder that cannot read a record never
-// receives it.
-inline constexpr const char *RegisterHookName = "__mneme_register_ir_v1";
+// receives it.  Recorders also define the hooks of older versions they read.
+inline constexpr const char *RegisterHookName = "__mneme_register_ir_v2";
 
 // One decoded record; the views point into the caller's buffer.
 struct RecordView {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-extern "C" void __mneme_register_ir_v1(const void *Data, uint64_t Size) {
+extern "C" void __mneme_register_ir_v2(const void *Data, uint64_t Size) {
   std::vector<mneme::embedded_ir::RecordView> Records;
   std::string Error;
   if (!mneme::embedded_ir::decodeRecords(Data, Size, Records, Error)) {

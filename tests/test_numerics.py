@@ -1,0 +1,210 @@
+"""The application's numerics: what the plugin records, what replay makes of it.
+
+The flag matrix (conftest.FLAG_MATRIX) is built with mneme-cxx; for every
+cell the recorded `codegen` must say what the flags asked for, and the PTX
+replay compiles at the recorded settings (`mneme inspect --ptx`) must be
+clang's own PTX for the same source and flags.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import EXAMPLES, FLAG_MATRIX, MATRIX_EXAMPLES, build_matrix_cell, run
+
+from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.replay.numerics import (Codegen, fold_fma, fuse_like_backend, infer_contract,
+                                      mark_contract, numerics_changes, pin_ptx, strip_contract)
+
+#: What each cell's flags must make the plugin record.
+EXPECTED = {
+    "default": {"opt_level": "3", "fp_contract": "fast", "denormals_f32": "ieee",
+                "prec_div": True, "fast_math": False, "approx_func": False, "ftz": False},
+    "contract-on": {"fp_contract": "on"},
+    "contract-off": {"fp_contract": "off"},
+    "fast-math": {"fp_contract": "fast", "fast_math": True, "approx_func": True, "no_infs": True,
+                  "no_nans": True, "no_signed_zeros": True, "reassociate": True,
+                  "prec_div": False, "approx_transcendentals": True},
+    "ftz": {"denormals_f32": "preserve-sign", "ftz": True, "denormals_f64": "ieee"},
+    "O0": {"opt_level": "0", "loop_unrolling": False, "loop_vectorization": False},
+    "O2": {"opt_level": "2", "loop_unrolling": True, "slp_vectorization": True},
+}
+
+
+def instructions(ptx: str) -> list[str]:
+    """The PTX's instructions (opcodes with their operands), comments and directives dropped."""
+    out = []
+    for line in ptx.splitlines():
+        line = line.split("//")[0].strip()
+        if line and not line.startswith((".", "{", "}", "$")) and not line.endswith(":"):
+            out.append(line)
+    return out
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory):
+    """{(example, cell): (mneme inspect --json module, replay's PTX, clang's PTX)}."""
+    out = tmp_path_factory.mktemp("matrix")
+    cells = {}
+    for example in MATRIX_EXAMPLES:
+        for cell, flags in FLAG_MATRIX.items():
+            obj = build_matrix_cell(example, cell, out, compile_only=True)
+            ptx_dir = out / f"{example}.{cell}.ptx"
+            listing = json.loads(run(["mneme", "inspect", "--json", "--ptx", str(ptx_dir),
+                                      str(obj)]).stdout)
+            (module,) = listing["modules"]
+            (replay_ptx,) = ptx_dir.glob("*.ptx")
+            clang_ptx = out / f"{example}.{cell}.clang.ptx"
+            run(["clang++-22", "-O3", *flags, "--cuda-device-only", "--cuda-gpu-arch=sm_90",
+                 "--cuda-path=/usr/local/cuda", "-Wno-unknown-cuda-version",
+                 f"-I{EXAMPLES / 'common'}", "-idirafter",
+                 str(EXAMPLES.parent / "mneme_cc" / "compat" / "include"), "-S",
+                 str(EXAMPLES / example / f"{example}.cu"), "-o", str(clang_ptx)])
+            cells[example, cell] = (module, replay_ptx.read_text(), clang_ptx.read_text())
+    return cells
+
+
+@pytest.mark.parametrize("cell", list(FLAG_MATRIX))
+@pytest.mark.parametrize("example", MATRIX_EXAMPLES)
+def test_the_plugin_records_the_builds_floating_point_options(matrix, example, cell):
+    codegen = matrix[example, cell][0]["codegen"]
+    assert codegen["source"] == "cc1"
+    expected = {**EXPECTED["default"], **EXPECTED[cell]}
+    assert {k: codegen[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize("cell", list(FLAG_MATRIX))
+@pytest.mark.parametrize("example", MATRIX_EXAMPLES)
+def test_replay_ptx_at_the_recorded_settings_is_clangs(matrix, example, cell):
+    _, replay, clang = matrix[example, cell]
+    ours, theirs = instructions(replay), instructions(clang)
+    assert replay.count("fma.rn") == clang.count("fma.rn")
+    assert abs(len(ours) - len(theirs)) <= 0.02 * len(theirs)
+    # Measured: every cell compiles to clang's instructions exactly.
+    assert ours == theirs
+
+
+def test_an_old_record_gets_its_numerics_from_its_ir():
+    """A format-1 record has no codegen: the level comes from the -O0
+    attributes, the contraction mode from the instructions."""
+    fast = "define void @k() {\n  %1 = fmul contract float %a, %b\n  ret void\n}\n"
+    on = "define void @k() {\n  %1 = call float @llvm.fmuladd.f32(float %a, float %b, float %c)\n}\n"
+    off = "define void @k() {\n  %1 = fmul float %a, %b\n}\ndefine void @__nv_sinf() {\n}\n"
+    libdevice_only = "define float @__nv_x() {\n  %1 = fmul contract float %a, %b\n}\n"
+    assert [infer_contract(t) for t in (fast, on, off)] == ["fast", "on", "off"]
+    assert infer_contract(libdevice_only + off) == "off"
+    codegen = Codegen.from_metadata({"o0_attributes_removed": True}, on)
+    assert (codegen.opt_level, codegen.fp_contract, codegen.source) == ("0", "on", "inferred")
+    assert Codegen.from_metadata({}, fast).baseline_config() == ReplayConfig(
+        pipeline="default<O3>", tuning=dict.fromkeys(
+            ("loop_unrolling", "loop_interleaving", "loop_vectorization", "slp_vectorization"),
+            True))
+
+
+def test_contraction_transforms():
+    text = ("  %3 = fmul float %1, %2\n  %4 = fadd nnan float %3, %0\n"
+            "  %5 = fsub contract double %a, %b\n  %6 = fmul fast float %1, %1\n")
+    marked = mark_contract(text)
+    assert marked.count("contract") == 3 and "fmul fast float" in marked
+    assert "fadd nnan contract float" in marked
+    stripped = strip_contract(marked + "  %7 = tail call float @llvm.fmuladd.f32(float %1, "
+                              "float 2.0, float %3)\n")
+    assert "contract" not in stripped and "fast" not in stripped
+    assert "%7.mul = fmul float %1, 2.0\n  %7 = fadd float %7.mul, %3" in stripped
+    assert pin_ptx("add.f32 %r1; mul.ftz.f64 %r2; add.rn.f32 %r3; add.s32 %r4") == \
+        "add.rn.f32 %r1; mul.rn.ftz.f64 %r2; add.rn.f32 %r3; add.s32 %r4"
+
+
+def test_fusion_at_codegen_O0_follows_the_back_end():
+    body = ("define float @f(float %a, float %b, float %c) {\n"
+            "  %1 = fmul float %a, %b\n"
+            "  %2 = fmul float %c, %c\n"
+            "  %3 = fadd float %2, %1\n"            # two products: the one used less fuses
+            "  %4 = fsub float %1, %c\n"            # a*b - c
+            "  %5 = fsub float -0.000000e+00, %1\n"  # a negation, left alone
+            "  %6 = fadd float %2, %2\n"            # a doubling, left alone
+            "  %7 = fadd float %3, %2\n"
+            "  %8 = fmul float %a, %c\n"
+            "  %9 = fadd float %2, %8\n"
+            "  br label %next\n"
+            "next:\n"
+            "  %10 = fadd float %1, %9\n"           # another block: not fused
+            "  ret float %10\n}\n")
+    fused = fuse_like_backend(body)
+    assert "%3 = call float @llvm.fmuladd.f32(float %a, float %b, float %2)" in fused
+    assert "%mneme.neg.4 = fneg float %c\n  %4 = call float @llvm.fmuladd.f32(float %a, " \
+           "float %b, float %mneme.neg.4)" in fused
+    assert "%5 = fsub float -0.000000e+00, %1" in fused and "%6 = fadd float %2, %2" in fused
+    assert "%7 = call float @llvm.fmuladd.f32(float %c, float %c, float %3)" in fused
+    assert "%9 = call float @llvm.fmuladd.f32(float %a, float %c, float %2)" in fused
+    assert "%10 = fadd float %1, %9" in fused
+    assert fused.rstrip().endswith("declare float @llvm.fmuladd.f32(float, float, float)")
+    import llvmlite.binding as llvm
+
+    llvm.parse_assembly(fused).verify()
+
+
+def test_the_fma_peephole_folds_only_what_the_ir_allows():
+    body = ("define float @f(float %a, float %b, float %c) {\n"
+            "  %1 = fmul contract float %a, %b\n"
+            "  %2 = fmul float %b, %c\n"
+            "  br label %next\n"
+            "next:\n"
+            "  %3 = fadd contract float %2, %1\n"   # the first operand lacks contract
+            "  %4 = fmul contract float %c, %c\n"
+            "  %5 = fsub contract nnan float %4, %3\n"
+            "  %6 = fmul contract float %a, %a\n"
+            "  %7 = fadd float %6, %5\n"            # the add lacks contract
+            "  %8 = fadd contract float %6, %7\n"   # %6 has two uses
+            "  ret float %8\n}\n")
+    folded = fold_fma(body)
+    assert "%3 = call contract float @llvm.fma.f32(float %a, float %b, float %2)" in folded
+    assert "%1 = fmul" not in folded  # folded into its one user, across blocks
+    assert "%mneme.fneg.5 = fneg contract nnan float %3\n  %5 = call contract nnan float " \
+           "@llvm.fma.f32(float %c, float %c, float %mneme.fneg.5)" in folded
+    assert "%7 = fadd float %6, %5" in folded and "%8 = fadd contract float %6, %7" in folded
+    import llvmlite.binding as llvm
+
+    llvm.parse_assembly(folded).verify()
+
+
+def test_numerics_changes_name_what_differs_from_the_build():
+    fast, off, o0 = Codegen(), Codegen(fp_contract="off"), Codegen(opt_level="0")
+    assert numerics_changes(fast.baseline_config(), fast) == []
+    assert numerics_changes(o0.baseline_config(), o0) == []
+    assert numerics_changes(ReplayConfig(baseline="ir", pipeline="default<O0>"), fast) == []
+    assert numerics_changes(ReplayConfig(specialize_dims=True, launch_bounds=True), fast) == []
+    reasons = numerics_changes(ReplayConfig(pipeline="default<O0>", ptxas_opt_level=0,
+                                            fp_contract="off", fp_reassociate=True), fast)
+    assert [r.split()[0] for r in reasons] == ["fp_contract", "reassociation", "the", "ptxas"]
+    assert numerics_changes(ReplayConfig(ptxas_opt_level=1, pin_contraction=True), fast) == []
+    assert numerics_changes(ReplayConfig(codegen_opt_level=0), fast)[0].startswith("code gen")
+    # Nothing contracts in a -ffp-contract=off build, whatever the levels.
+    assert numerics_changes(ReplayConfig(pipeline="default<O0>", ptxas_opt_level=0), off) == []
+    assert numerics_changes(ReplayConfig(pipeline="default<O3>"), o0)[0].startswith("the default")
+    assert Codegen(fp_contract="fast-honor-pragmas").contract == "on"
+
+
+def test_an_unknown_contraction_mode_is_refused():
+    from mneme_cc.errors import UsageError
+
+    with pytest.raises(UsageError, match="fp_contract must be fast, on or off"):
+        ReplayConfig(fp_contract="sometimes")
+    assert ReplayConfig(fp_contract="on").key() != ReplayConfig().key()
+    # What clang's level sets anyway is not a setting: the same config.
+    assert ReplayConfig(tuning={"slp_vectorization": True}).key() == ReplayConfig().key()
+    assert ReplayConfig(tuning={"slp_vectorization": False}).key() != ReplayConfig().key()
+
+
+def test_file_names_from_a_binary_cannot_leave_the_directory():
+    """A module's source and arch come from the binary: they never become a path."""
+    from mneme_cc import _native
+    from mneme_cc.cli.inspect_command import _file_names
+    from mneme_cc.embedded import decode_records
+
+    meta = {"arch": "/../../PWNED", "source": "../../x.cu", "triple": "nvptx64-nvidia-cuda",
+            "kernels": [], "globals": []}
+    evil = decode_records(_native.encode_embedded_ir(json.dumps(meta), b"BC") * 2, "evil")
+    names = _file_names(evil)
+    assert names == ["x._.._.._PWNED", "x._.._.._PWNED.2"]
