@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mneme_cc.errors import UsageError
-from mneme_cc.triage.stats import diff_buffer
+from mneme_cc.replay.compare import diff_buffer
 
 
 def raw(values, dtype) -> np.ndarray:
@@ -240,12 +240,13 @@ def test_element_types_are_read_off_the_kernels_ir(tmp_path):
     from conftest import EXAMPLES
 
     from mneme_cc.embedded import read_embedded_modules
+    from mneme_cc.replay.dtypes import pointer_dtypes
     from mneme_cc.replay.jit import llvm_binding
-    from mneme_cc.triage.infer import pointer_dtypes
 
     found = {}
     for name, kernel in (("vector_add", "_Z10vector_addPKfS0_Pfi"),
-                         ("cg", "_Z4spmviPKiS0_PKdS2_Pd")):
+                         ("cg", "_Z4spmviPKiS0_PKdS2_Pd"),
+                         ("fp_physics", "_Z6forcesPK4Vec3PKfPS_if")):
         obj = tmp_path / f"{name}.o"
         run(["mneme-cxx", "-O3", "-I", str(EXAMPLES / "common"), "-c",
              str(EXAMPLES / name / f"{name}.cu"), "-o", str(obj)])
@@ -256,3 +257,5 @@ def test_element_types_are_read_off_the_kernels_ir(tmp_path):
     assert found["vector_add"] == {0: "float32", 1: "float32", 2: "float32"}
     # spmv(n, rowptr, col, val, x, y): n is no pointer.
     assert found["cg"] == {1: "int32", 2: "int32", 3: "float64", 4: "float64", 5: "float64"}
+    # forces(pos, charge, force, n, soft): pos and force are struct {float x, y, z;}*.
+    assert found["fp_physics"] == {0: "float32", 1: "float32", 2: "float32"}

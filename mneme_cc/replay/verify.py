@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from mneme_cc.errors import UsageError
+from mneme_cc.replay.compare import abs_difference, diff_buffer, relative, ulp_distance
 
 NORMS = ("none", "l1", "l2", "linf")
 POLICY_FIELDS = {"dtype", "abs", "rel", "ulp", "norm"}
@@ -64,62 +65,56 @@ class Mismatch:
     worst_rel: float | None = None
     norm: float | None = None       # the difference's norm, under a norm policy
     policy: dict[str, Any] = field(default_factory=dict)
-
-
-def ulp_distance(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Units in the last place between floats of one type (as float64)."""
-    bits = 8 * got.dtype.itemsize
-    ints = {16: np.int16, 32: np.int32, 64: np.int64}[bits]
-    lowest = -(1 << (bits - 1))
-
-    def line(x: np.ndarray) -> np.ndarray:  # sign-magnitude to a monotonic integer line
-        i = x.view(ints).astype(np.int64)
-        return np.where(i < 0, lowest - i, i)
-
-    return np.abs(np.subtract(line(got), line(want), dtype=np.float64))
+    stats: dict[str, Any] = field(default_factory=dict)  # mneme diff's BufferDiff, as a dict
 
 
 def compare(name: str, address: int, got: np.ndarray, want: np.ndarray,
             policy: Policy | None = None) -> Mismatch | None:
-    """None when got matches want under policy (bitwise without one)."""
-    if policy is None or policy.dtype is None:
-        differ = np.flatnonzero(got != want)
-        if not differ.size:
-            return None
-        return Mismatch(name, address, int(differ.size), [int(i) for i in differ[:8]])
-    dtype = np.dtype(policy.dtype)
-    usable = len(got) // dtype.itemsize * dtype.itemsize
-    g, w = got[:usable].view(dtype), want[:usable].view(dtype)
+    """None when got matches want under policy (bitwise without one). The
+    statistics are `mneme diff`'s, with the recording as side A."""
+    dtype = policy.dtype if policy is not None else None
+    stats = diff_buffer(name, address, want, got, dtype)
+    if stats.same:
+        return None
+    if dtype is None:
+        return Mismatch(name, address, stats.bytes_differing, [f["index"] for f in stats.first],
+                        stats=stats.to_dict())
+    dt = np.dtype(dtype)
+    usable = len(got) // dt.itemsize * dt.itemsize
+    w, g = want[:usable].view(dt), got[:usable].view(dt)
     tail_differs = bool((got[usable:] != want[usable:]).any())
-    if np.issubdtype(dtype, np.floating):
-        g64, w64 = g.astype(np.float64), w.astype(np.float64)
-        nan_ok = np.isnan(g64) == np.isnan(w64)
-        diff = np.where(np.isnan(g64) & np.isnan(w64), 0.0, np.abs(g64 - w64))
-    else:
-        g64, w64 = g.astype(np.float64), w.astype(np.float64)
-        nan_ok = np.ones(len(g), bool)
-        diff = np.abs(g64 - w64)
-    scale = np.abs(w64)
+    floating = np.issubdtype(dt, np.floating)
+    both_nan = np.isnan(w) & np.isnan(g) if floating else np.zeros(len(w), bool)
+    nan_ok = (np.isnan(w) == np.isnan(g)) if floating else np.ones(len(w), bool)
+    finite = np.isfinite(w) & np.isfinite(g) if floating else np.ones(len(w), bool)
+    delta = np.zeros(len(w))
+    delta[finite] = abs_difference(w[finite], g[finite])
+    delta[~finite & ~both_nan & (w != g)] = np.inf  # an infinity on one side or of another sign
     if policy.norm != "none":
         order = {"l1": 1, "l2": 2, "linf": np.inf}[policy.norm]
-        measured = float(np.linalg.norm(diff, order)) if len(diff) else 0.0
-        reference = float(np.linalg.norm(w64, order)) if len(w64) else 0.0
-        if measured <= max(policy.abs, policy.rel * reference) and nan_ok.all() and not tail_differs:
+        measured = float(np.linalg.norm(delta, order)) if len(delta) else 0.0
+        reference = float(np.linalg.norm(np.where(finite, w, 0).astype(np.float64), order)) \
+            if len(w) else 0.0
+        if measured <= max(policy.abs, policy.rel * reference) and nan_ok.all() \
+                and not tail_differs:
             return None
-        bad = np.flatnonzero(diff > 0)
+        bad = np.flatnonzero(delta > 0)
         return Mismatch(name, address, int(bad.size), [int(i) for i in bad[:8]],
-                        float(diff.max(initial=0)), None, measured, vars(policy))
-    ok = (diff <= policy.abs) | (diff <= policy.rel * scale)
-    if policy.ulp and np.issubdtype(dtype, np.floating):
-        ok |= ulp_distance(g, w) <= policy.ulp
+                        float(delta.max(initial=0)), None, measured, vars(policy),
+                        stats.to_dict())
+    rel = relative(delta, w)
+    ok = (delta <= policy.abs) | (rel <= policy.rel) | both_nan
+    if policy.ulp and floating:
+        ulps = np.full(len(w), np.inf)
+        ulps[finite] = ulp_distance(g[finite], w[finite])
+        ok |= ulps <= policy.ulp
     ok &= nan_ok
     bad = np.flatnonzero(~ok)
     if not bad.size and not tail_differs:
         return None
-    rel = np.where(scale > 0, diff / np.where(scale > 0, scale, 1), np.inf)
     return Mismatch(name, address, int(bad.size), [int(i) for i in bad[:8]],
-                    float(diff[bad].max(initial=0)), float(rel[bad].max(initial=0)), None,
-                    vars(policy))
+                    float(delta[bad].max(initial=0)), float(rel[bad].max(initial=0)), None,
+                    vars(policy), stats.to_dict())
 
 
 def policies_for(spec: dict[str, Any], params: list[dict[str, int]], args: bytes,

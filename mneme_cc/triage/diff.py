@@ -20,7 +20,7 @@ from mneme_cc.errors import UsageError
 from mneme_cc.recorddb import ALLOCATION, GLOBAL, Instance, RecordDB
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.output import open_output
-from mneme_cc.triage.stats import BufferDiff, diff_buffer, dtype_named
+from mneme_cc.replay.compare import BufferDiff, diff_buffer, dtype_named
 
 
 def buffer_name(kind: int, name: str, address: int) -> str:
@@ -121,7 +121,7 @@ def _inferred(inst: Instance) -> dict[str, str]:
     (an nvcc-built application): its buffers are then compared as bytes."""
     from mneme_cc.recorddb import RecordDBError
     from mneme_cc.replay.verify import policies_for
-    from mneme_cc.triage.infer import pointer_dtypes
+    from mneme_cc.replay.dtypes import pointer_dtypes
 
     try:
         found = pointer_dtypes(inst)

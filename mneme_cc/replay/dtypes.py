@@ -4,7 +4,9 @@ Pointers are opaque in LLVM IR; the element type shows where a pointer is
 used: `getelementptr double, ptr %3, ...`, `load float, ptr %p`, `store i32
 %v, ptr %p`. The recorded IR keeps parameters in stack slots, so SROA runs
 first and the uses are read off the parameters themselves. A parameter used
-as one type only gets that type; none or several, no type.
+as one type only gets that type; none or several, no type. A homogeneous
+aggregate (`struct {float x, y, z;}`, `float[4]`, arrays of such structs)
+counts as its element type.
 """
 
 from __future__ import annotations
@@ -16,6 +18,39 @@ from mneme_cc.replay.jit import llvm_binding
 _NUMPY = {"half": "float16", "float": "float32", "double": "float64", "i8": "int8",
           "i16": "int16", "i32": "int32", "i64": "int64"}
 _TYPE = "|".join(_NUMPY)
+_AGGREGATE = r"%[\w.$\"]+|\[\d+ x [^\]]+\]|\{[^}]*\}"
+
+
+def _scalar(ir_type: str, structs: dict[str, str], depth: int = 0) -> str | None:
+    """The one scalar type an (aggregate) IR type is made of, if it is one."""
+    ir_type = ir_type.strip()
+    if ir_type in _NUMPY:
+        return ir_type
+    if depth > 8:
+        return None
+    if ir_type in structs:
+        return _scalar(structs[ir_type], structs, depth + 1)
+    m = re.fullmatch(r"\[\d+ x (.+)\]", ir_type)
+    if m:
+        return _scalar(m.group(1), structs, depth + 1)
+    m = re.fullmatch(r"<?\{(.*)\}>?", ir_type)
+    if m:
+        members = {_scalar(t, structs, depth + 1) for t in _members(m.group(1))}
+        return members.pop() if len(members) == 1 else None
+    return None
+
+
+def _members(inner: str) -> list[str]:
+    out, depth, current = [], 0, ""
+    for ch in inner:
+        depth += ch in "[{<"
+        depth -= ch in "]}>"
+        if ch == "," and depth == 0:
+            out.append(current)
+            current = ""
+        else:
+            current += ch
+    return [*out, current] if current.strip() else out
 
 
 def _promoted(instance) -> str:
@@ -40,6 +75,7 @@ def pointer_dtypes(instance) -> dict[int, str]:
     if not m:
         return {}
     body = text[m.end():text.index("\n}\n", m.end())]
+    structs = dict(re.findall(r"^(%[\w.$\"]+) = type (.+)$", text, re.M))
     out = {}
     for index, param in enumerate(re.findall(r"[^,()]+(?:\([^)]*\))?[^,]*", m.group(1))):
         tokens = param.split()
@@ -47,9 +83,11 @@ def pointer_dtypes(instance) -> dict[int, str]:
             continue
         name = re.escape(tokens[-1])
         pointer = rf"ptr(?: addrspace\(\d+\))? {name}\b"
-        seen = set(re.findall(rf"getelementptr (?:inbounds )?(?:nuw )?({_TYPE}), {pointer}", body))
+        seen = set(re.findall(rf"getelementptr (?:inbounds )?(?:nuw )?(?:nusw )?"
+                              rf"({_TYPE}|{_AGGREGATE}), {pointer}", body))
         seen |= set(re.findall(rf"load ({_TYPE}), {pointer}", body))
         seen |= set(re.findall(rf"store ({_TYPE}) [^,]+, {pointer}", body))
-        if len(seen) == 1:
-            out[index] = _NUMPY[seen.pop()]
+        scalars = {_scalar(t, structs) for t in seen}
+        if len(scalars) == 1 and None not in scalars:
+            out[index] = _NUMPY[scalars.pop()]
     return out

@@ -1,6 +1,9 @@
-"""How two versions of one buffer differ, byte by byte and element by element.
+"""How two versions of one buffer differ, byte by byte and element by element:
+the one comparer behind verification (mneme_cc.replay.verify) and `mneme diff`.
 
-Side A is the reference: relative errors are relative to A's values. For
+Side A is the reference (the recorded epilogue, when verifying): relative
+errors are relative to A's values, and float64 differences are taken in
+extended precision, so they cannot overflow. For
 floating-point types an element differs when its bits differ, so +0 against
 -0 and NaNs with different payloads count, and are reported apart:
 
@@ -22,7 +25,35 @@ from typing import Any
 import numpy as np
 
 from mneme_cc.errors import UsageError
-from mneme_cc.replay.verify import ulp_distance
+
+
+def ulp_distance(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Units in the last place between floats of one type (as float64)."""
+    bits = 8 * got.dtype.itemsize
+    ints = {16: np.int16, 32: np.int32, 64: np.int64}[bits]
+    lowest = -(1 << (bits - 1))
+
+    def line(x: np.ndarray) -> np.ndarray:  # sign-magnitude to a monotonic integer line
+        i = x.view(ints).astype(np.int64)
+        return np.where(i < 0, lowest - i, i)
+
+    return np.abs(np.subtract(line(got), line(want), dtype=np.float64))
+
+
+def abs_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """|a - b| of finite floats as float64, float64 inputs in extended precision."""
+    if a.dtype.itemsize == 8 and np.issubdtype(a.dtype, np.floating):
+        delta = np.abs(a.astype(np.longdouble) - b.astype(np.longdouble))
+        return np.minimum(delta, np.finfo(np.float64).max).astype(np.float64)
+    return np.abs(a.astype(np.float64) - b.astype(np.float64))
+
+
+def relative(delta: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """delta relative to |reference| (infinite where the reference is 0 and they differ)."""
+    scale = np.abs(reference.astype(np.float64))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(scale > 0, delta / np.where(scale > 0, scale, 1),
+                        np.where(delta > 0, np.inf, 0.0))
 
 
 @dataclass
@@ -114,18 +145,12 @@ def diff_buffer(name: str, address: int, a: np.ndarray, b: np.ndarray,
                                                   & ~(inf_a & inf_b & (ia == ib))))
         out.signed_zeros = int(np.count_nonzero((ia == 0) & (ib == 0)))
         finite = np.isfinite(ia) & np.isfinite(ib)
-        fa, fb = ia[finite].astype(np.float64), ib[finite].astype(np.float64)
-        if dt.itemsize == 8:  # float64 differences can overflow: exact enough in longdouble
-            delta = np.abs(fa.astype(np.longdouble) - fb.astype(np.longdouble))
-        else:
-            delta = np.abs(fa - fb)
-        if fa.size:
+        delta = abs_difference(ia[finite], ib[finite])
+        if delta.size:
             out.max_abs = float(delta.max())
-            with np.errstate(divide="ignore", invalid="ignore"):
-                rel = np.where(fa != 0, delta / np.abs(fa), np.where(delta > 0, np.inf, 0.0))
-            out.max_rel = float(rel.max())
+            out.max_rel = float(relative(delta, ia[finite]).max())
             out.max_ulp = int(ulp_distance(ia[finite], ib[finite]).max())
-        magnitudes = delta.astype(np.float64)
+        magnitudes = delta
     else:
         wide = np.int64 if np.issubdtype(dt, np.signedinteger) else np.uint64
         xa, xb = ia.astype(wide), ib.astype(wide)
