@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ from typing import Any
 import numpy as np
 
 from mneme_cc.errors import RecordDBError
+
+_HASH = re.compile(r"[0-9a-f]{8,64}")
 
 #: Region kinds, as the store numbers them.
 ALLOCATION, GLOBAL, ARGUMENTS, IMAGE = 0, 1, 2, 3
@@ -134,6 +137,10 @@ class Instance:
         self.kernel_name: str = entry["kernel"]
         self.static_hash: str = entry["static_hash"]
         self.dynamic_hash: str = entry["dynamic_hash"]
+        for what in ("static_hash", "dynamic_hash"):
+            if not isinstance(entry[what], str) or not _HASH.fullmatch(entry[what]):
+                raise RecordDBError(f"{path}: '{what}' is not a hex hash (the index entry "
+                                    "is corrupt)")
         launch = entry["launch"]
         self.grid = tuple(launch["grid"])
         self.block = tuple(launch["block"])
@@ -156,6 +163,21 @@ class Instance:
     @property
     def name(self) -> str:
         return f"{self.static_hash}.{self.dynamic_hash}"
+
+    def fidelity(self) -> dict[str, Any] | None:
+        """What replay found out about this instance's determinism
+        (`fidelity/<instance>.json`, mneme_cc.replay.nondeterminism), if anything."""
+        path = self.db.path / "fidelity" / f"{self.name}.json"
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise RecordDBError(f"{path}: unreadable ({exc}); delete it and replay again") \
+                from None
+        if not isinstance(data, dict):
+            raise RecordDBError(f"{path}: not a JSON object; delete it and replay again")
+        return data
 
     @property
     def module(self):
@@ -220,16 +242,6 @@ class Kernel:
     def ir_metadata(self) -> dict[str, Any] | None:
         ir = self.description.get("ir")
         return ir["metadata"] if ir else None
-
-    @functools.cached_property
-    def codegen(self):
-        """The build's recorded code-generation options (mneme_cc.replay.numerics)."""
-        from mneme_cc.replay.numerics import Codegen
-
-        meta = self.ir_metadata
-        if meta is not None and not isinstance(meta.get("codegen"), dict):
-            return Codegen.from_metadata(meta, str(self.module))  # an older record: infer
-        return Codegen.from_metadata(meta)
 
     @property
     def ir_path(self) -> Path | None:

@@ -78,7 +78,8 @@ def make_database(db: Path, a: np.ndarray, b: np.ndarray, out_after: np.ndarray)
               "name": entry["kernel"], "demangled": entry["demangled"], "has_ir": True,
               "ir": {"file": f"RecordedIR_{static}.bc", "bytes": len(bitcode),
                      "content_hash": _native.content_hash(bitcode),
-                     "metadata": {"arch": "sm_90", "kernels": [{"name": entry["kernel"]}]}},
+                     "metadata": {"arch": "sm_90", "kernels": [{"name": entry["kernel"]}],
+                                  "codegen": {"opt_level": "3", "fp_contract": "fast"}}},
               "image": None, "params": entry["params"], "globals": []}
     (db / f"{static}.json").write_text(json.dumps(kernel))
     stored = sum(f.stat().st_size for f in (db / "chunks").rglob("*") if f.is_file())

@@ -128,12 +128,29 @@ def test_device_errors_are_classified(code, outcome):
 
 
 def tune(instance, tmp_path, **settings):
+    """A study with the fake executor; the loop's tests run every configuration
+    (test_a_bitwise_study_keeps_the_builds_numerics covers the default)."""
     FakeExecutor.submitted = []
     defaults = {"trials": 40, "sampler": "random", "seed": 1, "compile_workers": 2,
-                "out_dir": tmp_path / "study"}
+                "out_dir": tmp_path / "study", "allow_numerics_change": True}
     tuner = Tuner(instance, TuneSettings(**{**defaults, **settings}), props=H100,
                   executor=FakeExecutor)
     return tuner, tuner.run()
+
+
+def test_a_bitwise_study_keeps_the_builds_numerics(instance, tmp_path):
+    """The instance's build is -O3 with fast contraction: O0 pipelines change
+    which multiply-adds fuse and are left out; other ptxas levels run pinned."""
+    tuner, summary = tune(instance, tmp_path, space="standard", trials=60,
+                          allow_numerics_change=False)
+    ran = [c for c in FakeExecutor.submitted if c.baseline is None]
+    assert ran and all(c.pipeline != "default<O0>" for c in ran)
+    assert all(c.pin_contraction == (c.ptxas_opt_level != 3) for c in ran)
+    assert {c.ptxas_opt_level for c in ran} == {0, 1, 2, 3}
+    pruned = [t for t in tuner.study.get_trials() if "numerics" in t.user_attrs.get("constraint", "")]
+    assert pruned and all(t.params["pipeline"] == "default<O0>" for t in pruned)
+    assert summary["outcomes"]["numerics_changing"] == len(pruned)
+    assert pruned[0].user_attrs["constraint"].startswith("numerics-changing: the default<O0>")
 
 
 def test_the_tuning_loop_classifies_and_keeps_the_best_verified(instance, tmp_path):
@@ -255,7 +272,8 @@ from tune_doubles import H100, SlowFakeExecutor
 db, storage, study, sampler, trials = sys.argv[1:]
 (inst,) = RecordDB(db).instances
 settings = TuneSettings(space="standard", sampler=sampler, trials=int(trials), storage=storage,
-                        study_name=study, resume=True, compile_workers=2)
+                        study_name=study, resume=True, compile_workers=2,
+                        allow_numerics_change=True)
 print(Tuner(inst, settings, props=H100, executor=SlowFakeExecutor).run()["trials"])
 """
 

@@ -25,12 +25,36 @@ def shape(dims) -> str:
     return "x".join(str(d) for d in dims)
 
 
+def determinism(inst) -> dict:
+    """What replay found: unknown (never checked), deterministic, or
+    nondeterministic with each buffer's spread between identical runs."""
+    from mneme_cc.replay.nondeterminism import load
+
+    found = load(inst)
+    if found is None:
+        return {"state": "unknown", "buffers": []}
+    return {"state": "deterministic" if found.deterministic else "nondeterministic",
+            "buffers": found.to_dict()["buffers"]}
+
+
+def determinism_note(summary: dict) -> str:
+    state = summary["state"]
+    if state != "nondeterministic":
+        return state
+    parts = []
+    for b in summary["buffers"]:
+        spread = f" max ulp {b['max_ulp']}" if b.get("max_ulp") is not None else ""
+        parts.append(f"{b['buffer']}{spread}")
+    return "nondeterministic: " + ", ".join(parts)
+
+
 def instance_summary(inst) -> dict:
     return {
         "instance": inst.name, "grid": list(inst.grid), "block": list(inst.block),
         "shared_mem_bytes": inst.shared_mem_bytes, "cooperative": inst.cooperative,
         "raw_bytes": inst.raw_bytes, "stored_bytes": inst.stored_bytes,
         "in_app_ms": inst.in_app_ms, "replayable": inst.replayable, "reasons": inst.reasons,
+        "determinism": determinism(inst),
     }
 
 
@@ -72,12 +96,13 @@ def ls(
         console.print(f"\n[bold cyan]{k.demangled}[/]  [dim]{k.static_hash}[/]  {k.replay_note}",
                       soft_wrap=True)
         table = Table("instance", "grid", "block", "smem", "raw", "stored", "in-app ms",
-                      "replayable", box=None, pad_edge=False)
+                      "replayable", "determinism", box=None, pad_edge=False)
         for i in k.instances:
             table.add_row(i.dynamic_hash, shape(i.grid), shape(i.block), str(i.shared_mem_bytes),
                           human_bytes(i.raw_bytes), human_bytes(i.stored_bytes),
                           f"{i.in_app_ms:.3f}",
-                          "yes" if i.replayable else "no: " + "; ".join(i.reasons))
+                          "yes" if i.replayable else "no: " + "; ".join(i.reasons),
+                          determinism_note(determinism(i)))
         console.print(table)
     if db.incomplete:
         console.print(f"\n{len(db.incomplete)} incomplete instance(s) (in flight, or the "

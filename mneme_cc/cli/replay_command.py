@@ -78,6 +78,8 @@ def find_instance(database: Path, rid: Optional[str], kernel: Optional[str]):
 def result_summary(inst, result) -> dict:
     return {
         "instance": inst.name, "kernel": inst.kernel_name, "outcome": result.outcome,
+        "failure": result.failure, "numerics": result.numerics,
+        "nondeterministic": result.nondeterministic,
         "config": json.loads(result.config.to_json()),
         "mismatches": [dataclasses.asdict(m) for m in result.mismatches],
         "samples_ms": result.samples_ms, "median_ms": result.median_ms,
@@ -112,6 +114,12 @@ def replay(
     launch_bounds: Annotated[bool, typer.Option(help="Emit launch bounds.")] = False,
     fp_reassociate: Annotated[bool, typer.Option(
         help="Let LLVM reassociate floating-point arithmetic (reassoc flags).")] = False,
+    fp_contract: Annotated[Optional[str], typer.Option(
+        help="Multiply-add contraction: fast, on or off (default: the application's build's).")]
+    = None,
+    pin_contraction: Annotated[bool, typer.Option(
+        help="Write unfused f32/f64 add/sub/mul as .rn so that no ptxas level fuses them.")]
+    = False,
     min_blocks: Annotated[Optional[int], typer.Option(help="Min blocks per SM (launch bounds).")] = None,
     max_registers: Annotated[Optional[int], typer.Option(help="ptxas -maxrregcount.")] = None,
     ptxas_opt: Annotated[int, typer.Option("--ptxas-O", help="ptxas -O level.")] = 3,
@@ -142,8 +150,8 @@ def replay(
             max_registers=max_registers, specialize_args=int_list(specialize_args, "--specialize-args",
                                                      "a list of parameter indices"),
             specialize_dims=specialize_dims, launch_bounds=launch_bounds,
-            fp_reassociate=fp_reassociate,
-            min_blocks_per_sm=min_blocks, iterations=iterations, warmup=warmup,
+            fp_reassociate=fp_reassociate, fp_contract=fp_contract,
+            pin_contraction=pin_contraction, min_blocks_per_sm=min_blocks, iterations=iterations, warmup=warmup,
             baseline=baseline, verify=_policies(verify), flush_l2=flush_l2)
     if config.baseline is None:
         from mneme_cc.replay.jit import Pipeline
@@ -186,6 +194,13 @@ def replay(
             r = result.resources
             console.print(f"  {r.registers} registers, {r.spill_stores}/{r.spill_loads} bytes "
                           f"spilled, {r.shared_bytes} bytes smem")
+        if result.numerics:
+            console.print("  numerics-changing: " + "; ".join(result.numerics))
+        if result.nondeterministic:
+            console.print("  within the nondeterministic spread: "
+                          + ", ".join(result.nondeterministic))
+        if result.failure:
+            console.print(f"  [red]{result.failure}[/]")
         for m in result.mismatches:
             worst = f", worst abs {m.worst_abs:.3g}" if m.worst_abs is not None else ""
             console.print(f"  [red]{m.buffer}[/]: {m.count} element(s) differ{worst}, first at "

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from mneme_cc.cli._errors import reports_errors
-from mneme_cc.cli.ls_command import human_bytes, instance_summary, shape
+from mneme_cc.cli.ls_command import determinism_note, human_bytes, instance_summary, shape
 
 
 def _regions(snapshot) -> list[dict]:
@@ -82,6 +82,7 @@ def show(
                   f"{human_bytes(detail['stored_bytes'])} stored")
     console.print("  replay   " + ("yes" if detail["replayable"]
                                    else "no: " + "; ".join(detail["reasons"])))
+    console.print(f"  outputs  {determinism_note(detail['determinism'])}")
     for title in ("prologue", "epilogue"):
         table = Table(title, "name", "address", "size", "chunks", box=None, pad_edge=False)
         for r in detail[title]:

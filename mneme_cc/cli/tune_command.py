@@ -46,8 +46,9 @@ def tune(
     workers: Annotated[Optional[int], typer.Option(help="Compile processes (default: cores).")]
     = None,
     devices: Annotated[str, typer.Option(help="GPU ordinals, e.g. 0,1.")] = "0",
-    storage: Annotated[Optional[str], typer.Option(help="Optuna storage URL (default: SQLite "
-                                                   "in the study's directory).")] = None,
+    storage: Annotated[Optional[str], typer.Option(help="Optuna storage URL or journal file "
+                                                   "(default: a journal file in the study's "
+                                                   "directory).")] = None,
     study: Annotated[Optional[str], typer.Option(help="Study name (one instance only).")] = None,
     resume: Annotated[bool, typer.Option(help="Continue an existing study.")] = False,
     iterations: Annotated[int, typer.Option(help="Timed launches per trial.")] = 20,
@@ -55,6 +56,11 @@ def tune(
     seed: Annotated[Optional[int], typer.Option(help="Sampler seed.")] = None,
     out: Annotated[Optional[Path], typer.Option(help="Output directory (one instance only).")]
     = None,
+    allow_numerics_change: Annotated[bool, typer.Option(
+        "--allow-numerics-change",
+        help="Also run configurations that change the build's floating-point numerics "
+             "(O0 pipelines, fp_contract, reassociation); by default a bitwise study "
+             "leaves them out.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summaries as JSON.")] = False,
 ) -> None:
     """Search configurations of recorded instances; keep the best verified one."""
@@ -88,7 +94,8 @@ def tune(
             space=space, sampler=sampler, trials=trials, timeout=timeout,
             objectives=objectives, devices=_devices(devices), compile_workers=workers,
             trial_timeout=trial_timeout, iterations=iterations, warmup=warmup, storage=storage,
-            study_name=study, resume=resume, seed=seed, out_dir=out)
+            study_name=study, resume=resume, seed=seed, out_dir=out,
+            allow_numerics_change=allow_numerics_change)
         summaries.append(_tune_one(inst, settings, Tuner, interactive))
     if not interactive:
         print(json.dumps(summaries if len(summaries) > 1 else summaries[0], indent=2))

@@ -91,3 +91,35 @@ def pointer_dtypes(instance) -> dict[int, str]:
         if len(scalars) == 1 and None not in scalars:
             out[index] = _NUMPY[scalars.pop()]
     return out
+
+
+def argument_dtypes(instance) -> dict[str, str]:
+    """`arg:N` -> dtype for the pointer parameters the IR types that point into
+    a recorded allocation; nothing when the kernel has no readable IR (an
+    nvcc-built application), whose buffers are then compared as bytes."""
+    from mneme_cc.errors import RecordDBError, UsageError
+    from mneme_cc.replay.verify import policies_for
+
+    try:
+        found = pointer_dtypes(instance)
+    except (RecordDBError, RuntimeError):
+        return {}
+    out = {}
+    for index, dtype in found.items():
+        try:  # a pointer into no recorded allocation (null, a global) names no buffer
+            policies_for({f"arg:{index}": {"dtype": dtype}}, instance.params, instance.args,
+                         instance.prologue.allocations)
+        except UsageError:
+            continue
+        out[f"arg:{index}"] = dtype
+    return out
+
+
+def buffer_dtypes(instance) -> dict[str, str]:
+    """Buffer name ("allocation 0x...") -> dtype, where the IR tells."""
+    from mneme_cc.replay.verify import policies_for
+
+    keyed = argument_dtypes(instance)
+    policies = policies_for({k: {"dtype": v} for k, v in keyed.items()}, instance.params,
+                            instance.args, instance.prologue.allocations)
+    return {name: p.dtype for name, p in policies.items() if p.dtype}

@@ -131,6 +131,19 @@ class Codegen:
                             codegen_opt_level=self.level, ptxas_opt_level=self.ptxas_level, **run)
 
 
+def codegen_of(kernel) -> Codegen:
+    """A recorded kernel's build options (mneme_cc.recorddb.Kernel), read once."""
+    cached = getattr(kernel, "_codegen", None)
+    if cached is None:
+        meta = kernel.ir_metadata
+        if meta is not None and not isinstance(meta.get("codegen"), dict):
+            cached = Codegen.from_metadata(meta, str(kernel.module))  # an older record: infer
+        else:
+            cached = Codegen.from_metadata(meta)
+        kernel._codegen = cached
+    return cached
+
+
 def infer_contract(ir_text: str) -> str:
     """The contraction mode the IR shows: `contract` flags outside libdevice
     mean fast, `llvm.fmuladd` on, plain arithmetic off."""
@@ -398,3 +411,16 @@ def numerics_changes(config, codegen: Codegen) -> list[str]:
                    f"-O{codegen.ptxas_level} may contract differently the mul/add LLVM left "
                    "(pin_contraction fixes them)")
     return out
+
+
+def for_bitwise_study(config, codegen: Codegen):
+    """(config, None) when a config may run in a study that verifies bit for
+    bit, pinned where pinning keeps the build's numerics (ptxas levels);
+    (config, why) when it changes them and must be left out."""
+    changes = numerics_changes(config, codegen)
+    if changes and not config.pin_contraction and all(c.startswith("ptxas") for c in changes):
+        import dataclasses
+
+        config = dataclasses.replace(config, pin_contraction=True).grounded()
+        changes = numerics_changes(config, codegen)
+    return config, ("numerics-changing: " + "; ".join(changes)) if changes else None

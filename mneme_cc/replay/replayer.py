@@ -8,6 +8,9 @@ The prologue is restored once; before every launch the allocations the
 kernel writes are restored device-to-device from a pristine copy, so each
 launch sees the recorded input. The first launch of a configuration is
 verified against the recorded epilogue and the very same binary is timed.
+A failed verification is checked once for nondeterminism
+(mneme_cc.replay.nondeterminism), and every result says whether its
+configuration keeps the build's numerics (mneme_cc.replay.numerics).
 """
 
 from __future__ import annotations
@@ -23,14 +26,16 @@ import numpy as np
 
 from mneme_cc.recorddb import ALLOCATION, GLOBAL, Instance
 from mneme_cc.replay import device as dev
+from mneme_cc.replay import nondeterminism as nd
 from mneme_cc.replay.compiler import CompiledKernel, compile_kernel
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.cubin import Resources
 from mneme_cc.replay.gpu_compare import GpuComparer
 from mneme_cc.replay.jit import KernelLaunch
+from mneme_cc.replay.numerics import codegen_of, numerics_changes
 from mneme_cc.replay.output import SavedRegion, check_new
 from mneme_cc.replay.output import save_output as save_output_dir
-from mneme_cc.replay.verify import Mismatch, compare, policies_for
+from mneme_cc.replay.verify import Mismatch, Policy, compare, policies_for
 
 TIMING_BATCH = 32  # timed launches queued behind the gate at once
 
@@ -50,6 +55,10 @@ class ReplayResult:
     # Seconds spent replaying: load (module), restore, launch (first, verified), verify, time.
     replay_seconds: dict[str, float] = field(default_factory=dict)
     compiled: CompiledKernel | None = None  # the IR, PTX and cubin run; None for "original"
+    # How the config's numerics differ from the build's (empty: they do not).
+    numerics: list[str] = field(default_factory=list)
+    # Buffers that differ from the recording only within their nondeterministic spread.
+    nondeterministic: list[str] = field(default_factory=list)
 
     def emit(self, directory) -> list[Path]:
         """Writes what was run (kernel.ll, kernel.ptx, kernel.cubin) into directory."""
@@ -66,7 +75,19 @@ class ReplayResult:
 
     @property
     def outcome(self) -> str:
-        return "verified" if self.verified else "failed_verification"
+        if not self.verified:
+            return "failed_verification"
+        return "nondeterministic" if self.nondeterministic else "verified"
+
+    @property
+    def failure(self) -> str | None:
+        """What a failed verification means, in one line (None when it passed)."""
+        if self.verified:
+            return None
+        if self.numerics:
+            return "numerics-changing: " + "; ".join(self.numerics)
+        return ("the configuration keeps the build's numerics: a miscompile, a launch the "
+                "kernel does not support, or an unexplained difference (mneme diff --bisect)")
 
     @property
     def median_ms(self) -> float:
@@ -90,7 +111,7 @@ def compile_instance(inst: Instance, config: ReplayConfig, arch: str,
     """The instance's kernel compiled as `config` says (the "ir" baseline: at the
     recorded settings), through the disk cache."""
     kernel = inst.db.kernel(inst.static_hash)
-    codegen = kernel.codegen
+    codegen = codegen_of(kernel)
     if config.baseline == "ir":
         config = codegen.baseline_config()
     launch = KernelLaunch(inst.kernel_name, inst.grid, inst.block, inst.args,
@@ -100,16 +121,28 @@ def compile_instance(inst: Instance, config: ReplayConfig, arch: str,
                           cache_dir)
 
 
+def _buffer_name(region) -> str:
+    """How results name a buffer: an allocation by address, a global by name."""
+    return f"allocation {region.address:#x}" if region.kind == ALLOCATION else region.name
+
+
 def _arch_number(arch: str) -> int:
     return int(arch.removeprefix("sm_").rstrip("a"))
 
 
 class Replayer:
-    def __init__(self, instance: Instance, device: int = 0, cache_dir=None):
+    """A session over one instance. `probe_nondeterminism`: on a failed
+    verification, run the application's kernel again to tell nondeterministic
+    buffers from wrong ones (once per instance; the finding is stored)."""
+
+    def __init__(self, instance: Instance, device: int = 0, cache_dir=None,
+                 probe_nondeterminism: bool = True):
         self.instance = instance
         self.kernel = instance.db.kernel(instance.static_hash)
         self.ordinal = device
         self.cache_dir = cache_dir
+        self.probe_nondeterminism = probe_nondeterminism
+        self.nondeterminism = nd.load(instance)
 
     def __enter__(self) -> Replayer:
         self.device = dev.Device(self.ordinal)
@@ -260,14 +293,27 @@ class Replayer:
             self._expected_dev[region.address] = copy
         return self._expected_dev[region.address]
 
-    def _verify(self, globals_: dict[str, int], config: ReplayConfig) -> list[Mismatch]:
-        """Every allocation compared on the device; only differing ones come to the host."""
+    def _policies(self, config: ReplayConfig) -> tuple[dict[str, Policy], set[str]]:
+        """Buffer name -> policy: the config's, over those derived from a
+        nondeterministic spread; and the names whose policy is derived."""
+        inst = self.instance
+        given = policies_for(config.verify, inst.params, inst.args, inst.epilogue.allocations)
+        derived = self.nondeterminism.policies() if self.nondeterminism else {}
+        derived = {name: Policy.parse(spec, name) for name, spec in derived.items()
+                   if name not in given}
+        return {**derived, **given}, set(derived)
+
+    def _verify(self, globals_: dict[str, int],
+                config: ReplayConfig) -> tuple[list[Mismatch], list[str]]:
+        """Every allocation compared on the device; only differing ones come to the
+        host. Returns the mismatches and the buffers that differ bitwise but
+        within their nondeterministic spread."""
         inst = self.instance
         epilogue = inst.epilogue
-        policies = policies_for(config.verify, inst.params, inst.args, epilogue.allocations)
+        policies, derived = self._policies(config)
         if self._comparer is None:
             self._comparer = GpuComparer(self.device)
-        out = []
+        out, tolerated = [], []
         written = {address for address, _, _ in self.pristine}
         for region in epilogue.allocations:
             name = f"allocation {region.address:#x}"
@@ -278,15 +324,57 @@ class Replayer:
             got = dev.copy_from_device(region.address, region.size)
             out.append(compare(name, region.address, got, self._expected(region),
                                policies.get(name)))
+            if out[-1] is None and name in derived:
+                tolerated.append(name)
             if region.address not in written:  # the recording never wrote it: put it back
                 dev.copy_to_device(region.address,
                                    inst.prologue.region(region.address, region.kind).read())
         for region in epilogue.globals:
             if region.name in globals_:
                 got = dev.copy_from_device(globals_[region.name], region.size)
-                out.append(compare(region.name, globals_[region.name], got,
-                                   self._expected(region), policies.get(region.name)))
-        return [m for m in out if m is not None]
+                expected = self._expected(region)
+                out.append(compare(region.name, globals_[region.name], got, expected,
+                                   policies.get(region.name)))
+                if out[-1] is None and region.name in derived and (got != expected).any():
+                    tolerated.append(region.name)
+        return [m for m in out if m is not None], tolerated
+
+    def _probe(self) -> nd.Nondeterminism:
+        """Runs the application's kernel (the IR at the recorded settings without
+        its image) again from the prologue and compares the runs."""
+        from mneme_cc.replay.dtypes import buffer_dtypes
+
+        inst = self.instance
+        reference = "original" if self.kernel.description.get("image") else "ir"
+        module, function, globals_, _ = self._load(ReplayConfig(baseline=reference))
+        runs: list[dict[str, np.ndarray]] = []
+        try:
+            self._allow_shared_memory(function, inst.shared_mem_bytes)
+            for _ in range(nd.RUNS):
+                self._restore(globals_)
+                self._launch(function, inst.grid, inst.block, inst.shared_mem_bytes,
+                             inst.cooperative)
+                dev.check(dev._driver().cuStreamSynchronize(self.device.stream),
+                          "running the application's kernel")
+                runs.append({_buffer_name(r): r.data for r in self._output_regions(globals_)})
+                self._verify(globals_, ReplayConfig())  # puts back what must not change
+        finally:
+            dev._driver().cuModuleUnload(module)
+        dtypes = buffer_dtypes(inst) if self.kernel.has_ir else {}
+        buffers = []
+        for region in inst.epilogue.regions:
+            name = _buffer_name(region)
+            versions = [self._expected(region)] + [run[name] for run in runs if name in run]
+            found = nd.spread(name, versions, dtypes.get(name)) if len(versions) > 1 else None
+            if found:
+                buffers.append(found)
+        return nd.Nondeterminism(reference, nd.RUNS, buffers)
+
+    def _allow_shared_memory(self, function, smem: int) -> None:
+        if smem > 48 * 1024:
+            drv = dev._driver()
+            attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            dev.check(drv.cuFuncSetAttribute(function, attr, smem), "allowing shared memory")
 
     def _events(self, count: int) -> list[tuple[Any, Any]]:
         drv = dev._driver()
@@ -375,9 +463,7 @@ class Replayer:
             grid = config.grid or inst.grid
             block = config.block or inst.block
             smem = inst.shared_mem_bytes if config.shared_mem_bytes is None else config.shared_mem_bytes
-            if smem > 48 * 1024:
-                attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-                dev.check(drv.cuFuncSetAttribute(function, attr, smem), "allowing shared memory")
+            self._allow_shared_memory(function, smem)
             stream = self.device.stream
             # Verify the first launch; time the same binary afterwards.
             self._restore(globals_)
@@ -388,11 +474,20 @@ class Replayer:
             lap("launch")
             # Read before verifying: verification puts back what should not have changed.
             saved = self._output_regions(globals_) if save_output else None
-            mismatches = self._verify(globals_, config)
+            mismatches, tolerated = self._verify(globals_, config)
+            if mismatches and self.probe_nondeterminism and self.nondeterminism is None:
+                self.nondeterminism = self._probe()
+                try:
+                    nd.store(inst, self.nondeterminism)
+                except OSError:
+                    pass  # a read-only database: the finding holds for this session
+                if not self.nondeterminism.deterministic:
+                    return self.replay(config, save_output)  # verified under the spread now
+            outcome = ("failed_verification" if mismatches else
+                       "nondeterministic" if tolerated else "verified")
             if saved is not None:
                 save_output_dir(Path(save_output), inst, saved, {
-                    "config": json.loads(config.to_json()),
-                    "outcome": "failed_verification" if mismatches else "verified"})
+                    "config": json.loads(config.to_json()), "outcome": outcome})
             lap("verify")
             samples = self._time(function, grid, block, smem, globals_, config)
             lap("time")
@@ -402,6 +497,7 @@ class Replayer:
                                 compiled.seconds if compiled else {},
                                 compiled.cache_hit if compiled else False,
                                 occupancy, limit, len(compiled.cubin) if compiled else 0, spent,
-                                compiled)
+                                compiled, numerics_changes(config, codegen_of(self.kernel))
+                                if self.kernel.has_ir else [], tolerated)
         finally:
             drv.cuModuleUnload(module)  # unchecked: after a kernel fault it cannot succeed

@@ -100,7 +100,9 @@ def resolve_dtypes(inst: Instance | None, spec: str | None,
 
     default, per_key = parse_dtypes(spec)
     out: dict[str, str] = {}
-    keyed: dict[str, Any] = {} if default or inst is None else _inferred(inst)
+    from mneme_cc.replay.dtypes import argument_dtypes
+
+    keyed: dict[str, Any] = {} if default or inst is None else argument_dtypes(inst)
     for config in configs:
         if config is not None:
             keyed.update({k: v["dtype"] for k, v in config.verify.items() if v.get("dtype")})
@@ -113,28 +115,6 @@ def resolve_dtypes(inst: Instance | None, spec: str | None,
         out.update({name: p.dtype for name, p in policies.items()})
     if default:
         out["*"] = default
-    return out
-
-
-def _inferred(inst: Instance) -> dict[str, str]:
-    """arg:N -> dtype from the IR; nothing when the kernel has no readable IR
-    (an nvcc-built application): its buffers are then compared as bytes."""
-    from mneme_cc.recorddb import RecordDBError
-    from mneme_cc.replay.verify import policies_for
-    from mneme_cc.replay.dtypes import pointer_dtypes
-
-    try:
-        found = pointer_dtypes(inst)
-    except (RecordDBError, RuntimeError):
-        return {}
-    out = {}
-    for index, dtype in found.items():
-        try:  # a pointer into no recorded allocation (null, a global) names no buffer
-            policies_for({f"arg:{index}": {"dtype": dtype}}, inst.params, inst.args,
-                         inst.prologue.allocations)
-        except UsageError:
-            continue
-        out[f"arg:{index}"] = dtype
     return out
 
 

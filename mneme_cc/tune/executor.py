@@ -49,7 +49,8 @@ class TrialResult:
 
     @property
     def verified(self) -> bool:
-        return self.outcome == oc.VERIFIED
+        """Passed verification: bitwise, or within a nondeterministic spread."""
+        return self.outcome in oc.PASSED
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -97,7 +98,8 @@ def _replay_to_dict(result) -> dict[str, Any]:
             "samples_ms": result.samples_ms, "registers": r.registers if r else None,
             "spill_bytes": (r.spill_stores + r.spill_loads) if r else None,
             "cubin_bytes": result.cubin_bytes or None, "occupancy": result.occupancy,
-            "mismatches": [dataclasses.asdict(m) for m in result.mismatches]}
+            "mismatches": [dataclasses.asdict(m) for m in result.mismatches],
+            "error": result.failure or ""}
 
 
 def _gpu_main(conn, db_path: str, name: str, ordinal: int, cache_dir: str | None) -> None:

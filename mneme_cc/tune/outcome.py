@@ -1,6 +1,9 @@
 """The failure taxonomy: every trial ends in exactly one outcome.
 
     verified             the first launch reproduced the epilogue; the time counts
+    nondeterministic     it reproduced the epilogue except for buffers that differ
+                         between identical runs of the application's own kernel,
+                         and those within their spread; the time counts
     failed_verification  it ran and computed something else
     compile_error        the JIT, LLVM or ptxas refused the configuration
     invalid_launch       the driver refused the launch (geometry, resources)
@@ -8,19 +11,25 @@
                          worker died; the worker is replaced
     timeout              the trial ran past its time limit; the worker is killed
 
-Only `verified` trials have a time, and only they can be best.
+Only `verified` and `nondeterministic` trials have a time, and only they can
+be best. A configuration that would change the build's numerics in a study
+that verifies bit for bit is not run at all: its trial is pruned and counted
+as `numerics_changing`.
 """
 
 from __future__ import annotations
 
 VERIFIED = "verified"
+NONDETERMINISTIC = "nondeterministic"
 FAILED_VERIFICATION = "failed_verification"
 COMPILE_ERROR = "compile_error"
 INVALID_LAUNCH = "invalid_launch"
 RUNTIME_ERROR = "runtime_error"
 TIMEOUT = "timeout"
-OUTCOMES = (VERIFIED, FAILED_VERIFICATION, COMPILE_ERROR, INVALID_LAUNCH, RUNTIME_ERROR,
-            TIMEOUT)
+OUTCOMES = (VERIFIED, NONDETERMINISTIC, FAILED_VERIFICATION, COMPILE_ERROR, INVALID_LAUNCH,
+            RUNTIME_ERROR, TIMEOUT)
+PASSED = (VERIFIED, NONDETERMINISTIC)
+NUMERICS_CHANGING = "numerics_changing"  # pruned, not run
 
 # Driver errors that refuse a launch without harming the context.
 _LAUNCH_REFUSALS = {

@@ -56,6 +56,9 @@ class TuneSettings:
     seed: int | None = None
     out_dir: Path | None = None            # default: <database>/tune/<study>
     cache_dir: Path | None = None
+    # Run configurations that change the build's numerics (they verify under
+    # the study's policies, bitwise without any).
+    allow_numerics_change: bool = False
 
 
 class Tuner:
@@ -147,7 +150,8 @@ class Tuner:
             "sampler": self.settings.sampler, "objectives": self.settings.objectives,
             "trials": done, "outcomes": dict(self.counts), "seconds": elapsed,
             "observations_per_second": done / elapsed if elapsed else 0.0,
-            "verified_per_second": self.counts[oc.VERIFIED] / elapsed if elapsed else 0.0,
+            "verified_per_second": sum(self.counts[o] for o in oc.PASSED) / elapsed
+            if elapsed else 0.0,
             "baseline": self.baseline.to_dict() if self.baseline else None,
             "best_median_ms": self.best.median_ms if self.best else None,
             "speedup": self.speedup(), "worker_restarts": self.restarts,
@@ -235,6 +239,12 @@ class Tuner:
                         self.study.tell(trial, state=self.state.PRUNED)
                         continue
                     config = self.space.derive(params)
+                    config, reason = self._keep_numerics(config)
+                    if reason:
+                        trial.set_user_attr("constraint", reason)
+                        self.study.tell(trial, state=self.state.PRUNED)
+                        self.counts[oc.NUMERICS_CHANGING] += 1
+                        continue
                     key = config.key()
                     if key in self.results:  # an equivalent config already ran
                         self._tell(trial, params, self.results[key], duplicate=True)
@@ -263,6 +273,16 @@ class Tuner:
         self._adopt_study_best()
         self._write_reports()
         return self.summary()
+
+    def _keep_numerics(self, config: ReplayConfig) -> tuple[ReplayConfig, str | None]:
+        """A bitwise study runs only configurations with the build's numerics
+        (pinning ptxas's contraction where that suffices)."""
+        kernel = self.instance.db.kernel(self.instance.static_hash)
+        if self.settings.allow_numerics_change or config.verify or not kernel.has_ir:
+            return config, None
+        from mneme_cc.replay.numerics import codegen_of, for_bitwise_study
+
+        return for_bitwise_study(config, codegen_of(kernel))
 
     def _adopt_study_best(self) -> None:
         """With several processes on one study, the best may be another's."""
