@@ -219,6 +219,24 @@ def test_bisection_names_the_first_bad_pass_in_few_replays(instance):
     assert finding.replays <= 2 + 6
 
 
+def test_bisection_names_a_numerics_change_first(instance):
+    """The synthetic build is -O3 with fast contraction (tests/synthetic_db.py)."""
+    config = ReplayConfig(fp_contract="off", ptxas_opt_level=1, launch_bounds=True)
+    finding = RuleBisector(instance, config, lambda c: c.fp_contract is None).run()
+    assert (finding.stage, finding.culprit) == ("numerics", "fp_contract")
+    assert "not a miscompile" in finding.message and finding.replays == 2
+    finding = RuleBisector(instance, config, lambda c: c.pin_contraction).run()
+    assert (finding.stage, finding.culprit) == ("numerics", "ptxas contraction")
+    # Only the pipeline's level changes the numerics: named, with advice.
+    finding = RuleBisector(instance, ReplayConfig(pipeline="default<O0>"), lambda c: False).run()
+    assert (finding.stage, finding.culprit) == ("numerics", "pipeline level")
+    assert "mneme diff" in finding.message
+    # A failure the numerics do not explain goes on to the passes.
+    finding = RuleBisector(instance, ReplayConfig(fp_contract="off"), lambda c: c.opt_bisect_limit
+                           is not None and c.opt_bisect_limit < 5).run()
+    assert finding.stage == "pass" and finding.position == 5
+
+
 def test_bisection_falls_back_to_transforms_then_ptxas(instance):
     config = ReplayConfig(pipeline="sroa,gvn", launch_bounds=True, specialize_dims=True)
     finding = RuleBisector(instance, config, lambda c: not c.launch_bounds).run()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import typer
 
 from mneme_cc.cli import (
+    check_command,
     config_command,
     diff_command,
     export_command,
@@ -67,3 +68,4 @@ app.command("tune")(tune_command.tune)
 app.command("export")(export_command.export)
 app.command("report")(report_command.report)
 app.command("diff")(diff_command.diff)
+app.command("check")(check_command.check)

@@ -143,6 +143,7 @@ class Replayer:
         self.cache_dir = cache_dir
         self.probe_nondeterminism = probe_nondeterminism
         self.nondeterminism = nd.load(instance)
+        self._types: dict[str, str] | None = None
 
     def __enter__(self) -> Replayer:
         self.device = dev.Device(self.ordinal)
@@ -323,7 +324,7 @@ class Replayer:
                 continue
             got = dev.copy_from_device(region.address, region.size)
             out.append(compare(name, region.address, got, self._expected(region),
-                               policies.get(name)))
+                               policies.get(name), self._element_types().get(name)))
             if out[-1] is None and name in derived:
                 tolerated.append(name)
             if region.address not in written:  # the recording never wrote it: put it back
@@ -339,11 +340,17 @@ class Replayer:
                     tolerated.append(region.name)
         return [m for m in out if m is not None], tolerated
 
+    def _element_types(self) -> dict[str, str]:
+        """Buffer name -> element type where the IR tells (read when something differs)."""
+        if self._types is None:
+            from mneme_cc.replay.dtypes import buffer_dtypes
+
+            self._types = buffer_dtypes(self.instance) if self.kernel.has_ir else {}
+        return self._types
+
     def _probe(self) -> nd.Nondeterminism:
         """Runs the application's kernel (the IR at the recorded settings without
         its image) again from the prologue and compares the runs."""
-        from mneme_cc.replay.dtypes import buffer_dtypes
-
         inst = self.instance
         reference = "original" if self.kernel.description.get("image") else "ir"
         module, function, globals_, _ = self._load(ReplayConfig(baseline=reference))
@@ -360,7 +367,7 @@ class Replayer:
                 self._verify(globals_, ReplayConfig())  # puts back what must not change
         finally:
             dev._driver().cuModuleUnload(module)
-        dtypes = buffer_dtypes(inst) if self.kernel.has_ir else {}
+        dtypes = self._element_types()
         buffers = []
         for region in inst.epilogue.regions:
             name = _buffer_name(region)

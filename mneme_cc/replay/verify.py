@@ -59,7 +59,7 @@ class Policy:
 class Mismatch:
     buffer: str                     # "allocation 0x...", or a global's name
     address: int
-    count: int                      # differing elements (bytes without a dtype)
+    count: int                      # differing elements (bytes without an element type)
     first_indices: list[int]
     worst_abs: float | None = None
     worst_rel: float | None = None
@@ -69,15 +69,17 @@ class Mismatch:
 
 
 def compare(name: str, address: int, got: np.ndarray, want: np.ndarray,
-            policy: Policy | None = None) -> Mismatch | None:
+            policy: Policy | None = None, element_type: str | None = None) -> Mismatch | None:
     """None when got matches want under policy (bitwise without one). The
-    statistics are `mneme diff`'s, with the recording as side A."""
+    statistics are `mneme diff`'s, with the recording as side A, per element
+    of the policy's dtype, else of `element_type` (which changes no verdict)."""
     dtype = policy.dtype if policy is not None else None
-    stats = diff_buffer(name, address, want, got, dtype)
+    stats = diff_buffer(name, address, want, got, dtype or element_type)
     if stats.same:
         return None
     if dtype is None:
-        return Mismatch(name, address, stats.bytes_differing, [f["index"] for f in stats.first],
+        count = stats.differing if stats.dtype else stats.bytes_differing
+        return Mismatch(name, address, count, [f["index"] for f in stats.first],
                         stats=stats.to_dict())
     dt = np.dtype(dtype)
     usable = len(got) // dt.itemsize * dt.itemsize

@@ -3,6 +3,12 @@
 Given a configuration whose replay fails verification against the recorded
 epilogue, every step below is a real replay, verified the same way:
 
+0. Numerics. When the configuration changes the build's numerics
+   (mneme_cc.replay.numerics: contraction mode, reassociation, ptxas's or the
+   code generator's level against the build's), each such setting is put
+   back as the build had it, alone; the one that makes it verify is named.
+   A difference that only the pipeline's level explains is named too, as
+   an expected rounding change rather than a miscompile.
 1. The IR pipeline. A pass list: the shortest prefix that fails. A
    `default<On>` pipeline: the smallest LLVM -opt-bisect-limit that fails.
    The culprit is the pass at that position; the report shows the kernel's
@@ -31,7 +37,7 @@ _BISECT_LINE = re.compile(r"BISECT: (?:NOT )?running pass \((\d+)\) (.+?) on (.+
 
 @dataclass
 class Finding:
-    stage: str           # "pass", "transform", "ptxas", "unexplained"; "none": nothing to find
+    stage: str  # "numerics", "pass", "transform", "ptxas", "unexplained"; "none": nothing to find
     culprit: str | None              # the pass, transform or ptxas level
     position: int | None = None      # the pass's number in the pipeline (from 1)
     function: str | None = None      # what the pass ran on
@@ -98,6 +104,9 @@ class Bisector:
             if self.verifies(self.config, "the configuration as given"):
                 return self._finding("none", None, message="nothing to find: the configuration "
                                      "verifies against the recorded epilogue")
+            numerics = self._numerics()
+            if numerics:
+                return numerics
             pipeline = Pipeline.parse(self.config.pipeline)
             if pipeline.level is None:
                 found = self._bisect_pass_list(pipeline.passes)
@@ -106,6 +115,36 @@ class Bisector:
             return found or self._bisect_transforms_and_ptxas()
         finally:
             self.close()
+
+    def _numerics(self) -> Finding | None:
+        """Stage 0: a setting that changes the build's numerics, put back alone."""
+        from mneme_cc.replay.numerics import codegen_of, numerics_changes
+
+        kernel = self.instance.db.kernel(self.instance.static_hash)
+        if not kernel.has_ir:
+            return None
+        codegen = codegen_of(kernel)
+        reasons = numerics_changes(self.config, codegen)
+        if not reasons:
+            return None
+        restore = {"fp_contract": {"fp_contract": None},
+                   "fp_reassociate": {"fp_reassociate": False},
+                   "ptxas contraction": {"pin_contraction": True},
+                   "code generation level": {"codegen_opt_level": codegen.level}}
+        for name, change in restore.items():
+            candidate = dataclasses.replace(self.config, **change)
+            if candidate == self.config or len(numerics_changes(candidate, codegen)) >= len(
+                    reasons):
+                continue
+            if self.verifies(candidate, f"{name} as the build had it"):
+                return self._finding("numerics", name, message=(
+                    f"a numerics change, not a miscompile: with {name} as the application's "
+                    f"build had it the configuration verifies ({'; '.join(reasons)})"))
+        if all(r.startswith("the ") for r in reasons):  # the pipeline's level alone
+            return self._finding("numerics", "pipeline level", message=(
+                f"{reasons[0]}: rounding is expected to differ. mneme diff shows by how much "
+                "(a few ULPs: contraction; more: look for a miscompile with a pass list)"))
+        return None
 
     def _smallest_failing(self, low: int, high: int, fails) -> int:
         """The smallest n in (low, high] with fails(n), given not fails(low), fails(high)."""

@@ -1,0 +1,100 @@
+"""The fidelity audit behind `mneme check`: does replay compute what the
+application computed, instance by instance?
+
+Each instance is replayed with the application's own kernel (`original`),
+with the recorded IR at the recorded settings (`ir`), and with the same IR
+with its leftover multiply-adds pinned for ptxas (`pinned`, what a bitwise
+study runs at other ptxas levels). A baseline is *bitwise*, *within the
+nondeterministic spread* of buffers that differ between identical runs,
+or *differs*, with `mneme diff`'s statistics per buffer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.replay.numerics import codegen_of
+
+
+@dataclass
+class BaselineCheck:
+    name: str                    # original, ir, pinned
+    outcome: str                 # verified, nondeterministic, failed_verification, or an error
+    median_ms: float | None = None
+    differing: list[dict[str, Any]] = field(default_factory=list)  # buffer, count, max_ulp, ...
+    error: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome in ("verified", "nondeterministic")
+
+
+@dataclass
+class InstanceCheck:
+    instance: str
+    kernel: str
+    determinism: str             # deterministic, nondeterministic, unknown
+    nondeterministic: list[dict[str, Any]]
+    baselines: dict[str, BaselineCheck]
+
+    @property
+    def failed(self) -> bool:
+        """A deterministic instance that some baseline does not reproduce."""
+        return any(not b.passed for b in self.baselines.values())
+
+    def ratio(self, name: str, reference: str) -> float | None:
+        a, b = self.baselines.get(name), self.baselines.get(reference)
+        if a and b and a.median_ms and b.median_ms:
+            return a.median_ms / b.median_ms
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"instance": self.instance, "kernel": self.kernel,
+                "determinism": self.determinism, "nondeterministic": self.nondeterministic,
+                "baselines": {k: vars(v) for k, v in self.baselines.items()},
+                "ir_over_original": self.ratio("ir", "original"),
+                "pinned_over_ir": self.ratio("pinned", "ir"), "failed": self.failed}
+
+
+def _differing(result) -> list[dict[str, Any]]:
+    out = []
+    for m in result.mismatches:
+        stats = m.stats or {}
+        out.append({"buffer": m.buffer, "count": m.count, "dtype": stats.get("dtype"),
+                    "max_abs": stats.get("max_abs"), "max_rel": stats.get("max_rel"),
+                    "max_ulp": stats.get("max_ulp")})
+    return out
+
+
+def check_instance(instance, *, iterations: int = 10, cache_dir=None) -> InstanceCheck:
+    """Replays one instance with every baseline it has."""
+    from mneme_cc.errors import MnemeError
+    from mneme_cc.replay.nondeterminism import load
+    from mneme_cc.replay.replayer import Replayer
+
+    kernel = instance.db.kernel(instance.static_hash)
+    run = {"iterations": iterations, "warmup": 2}
+    configs: dict[str, ReplayConfig] = {}
+    if kernel.description.get("image"):
+        configs["original"] = ReplayConfig(baseline="original", **run)
+    if kernel.has_ir:
+        configs["ir"] = ReplayConfig(baseline="ir", **run)
+        configs["pinned"] = codegen_of(kernel).baseline_config(pin_contraction=True, **run)
+    checks: dict[str, BaselineCheck] = {}
+    with Replayer(instance, cache_dir=cache_dir) as replayer:
+        for name, config in configs.items():
+            try:
+                result = replayer.replay(config)
+            except MnemeError as exc:
+                checks[name] = BaselineCheck(name, "error", error=str(exc))
+                continue
+            checks[name] = BaselineCheck(name, result.outcome, result.median_ms,
+                                         _differing(result), result.failure or "")
+    found = load(instance)
+    state = "unknown" if found is None else \
+        "deterministic" if found.deterministic else "nondeterministic"
+    spreads = found.to_dict()["buffers"] if found else []
+    return InstanceCheck(instance.name, instance.entry.get("demangled", instance.kernel_name),
+                         state, spreads, checks)
