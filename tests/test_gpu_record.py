@@ -36,6 +36,8 @@ ARGS = {
     "atomic_sum": ["100000"],
     "big_shared": ["8"],
     "multi_tu": ["10000"],
+    "fp_physics": ["65536", "2"],
+    "jacobi_norm": ["2048", "2"],
 }
 
 

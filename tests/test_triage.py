@@ -264,7 +264,8 @@ def test_element_types_are_read_off_the_kernels_ir(tmp_path):
     found = {}
     for name, kernel in (("vector_add", "_Z10vector_addPKfS0_Pfi"),
                          ("cg", "_Z4spmviPKiS0_PKdS2_Pd"),
-                         ("fp_physics", "_Z6forcesPK4Vec3PKfPS_if")):
+                         ("fp_physics", "_Z6forcesPK4Vec3PKfPS_if"),
+                         ("jacobi_norm", "_Z5relaxPKfS0_PfS1_if")):
         obj = tmp_path / f"{name}.o"
         run(["mneme-cxx", "-O3", "-I", str(EXAMPLES / "common"), "-c",
              str(EXAMPLES / name / f"{name}.cu"), "-o", str(obj)])
@@ -277,3 +278,5 @@ def test_element_types_are_read_off_the_kernels_ir(tmp_path):
     assert found["cg"] == {1: "int32", 2: "int32", 3: "float64", 4: "float64", 5: "float64"}
     # forces(pos, charge, force, n, soft): pos and force are struct {float x, y, z;}*.
     assert found["fp_physics"] == {0: "float32", 1: "float32", 2: "float32"}
+    # relax(u, f, out, norm, n, h2): norm is only ever the target of atomicAdd.
+    assert found["jacobi_norm"] == {0: "float32", 1: "float32", 2: "float32", 3: "float32"}

@@ -2,8 +2,10 @@
 
 Pointers are opaque in LLVM IR; the element type shows where a pointer is
 used: `getelementptr double, ptr %3, ...`, `load float, ptr %p`, `store i32
-%v, ptr %p`. The recorded IR keeps parameters in stack slots, so SROA runs
-first and the uses are read off the parameters themselves. A parameter used
+%v, ptr %p`, `atomicrmw fadd ptr %p, float %v`. The recorded IR keeps
+parameters in stack slots and passes them to the CUDA headers' always-inline
+helpers (`atomicAdd`), so those are inlined and SROA runs first; the uses
+are then read off the parameters themselves. A parameter used
 as one type only gets that type; none or several, no type. A homogeneous
 aggregate (`struct {float x, y, z;}`, `float[4]`, arrays of such structs)
 counts as its element type.
@@ -62,32 +64,56 @@ def _promoted(instance) -> str:
     builder = llvm.create_pass_builder(machine, llvm.create_pipeline_tuning_options(
         speed_level=0))
     manager = llvm.create_new_module_pass_manager()
+    manager.add_always_inliner_pass()
     manager.add_sroa_pass()
     manager.run(module, builder)
     return str(module)
 
 
+def _function(text: str, name: str) -> tuple[list[str], str] | None:
+    """(parameter names, body) of a function defined in the module text."""
+    m = re.search(rf"^define [^\n]*@{re.escape(name)}\((.*)\)[^\n]*\{{$", text, re.M)
+    if not m:
+        return None
+    params = [p.split()[-1] if p.split() else "" for p in
+              re.findall(r"[^,()]+(?:\([^)]*\))?[^,]*", m.group(1))]
+    return params, text[m.end():text.index("\n}\n", m.end())]
+
+
+def _types_of(text: str, function: str, param: int, structs: dict[str, str],
+              depth: int = 0) -> set[str | None]:
+    """The element types one pointer parameter of a function is used as,
+    following it into the functions it is passed to (a few calls deep)."""
+    found = _function(text, function)
+    if found is None or param >= len(found[0]) or not found[0][param].startswith("%"):
+        return set()
+    params, body = found
+    pointer = rf"ptr(?: addrspace\(\d+\))?(?: noundef)? {re.escape(params[param])}\b"
+    seen = set(re.findall(rf"getelementptr (?:inbounds )?(?:nuw )?(?:nusw )?"
+                          rf"({_TYPE}|{_AGGREGATE}), {pointer}", body))
+    seen |= set(re.findall(rf"load ({_TYPE}), {pointer}", body))
+    seen |= set(re.findall(rf"store ({_TYPE}) [^,]+, {pointer}", body))
+    seen |= set(re.findall(rf"atomicrmw (?:volatile )?\w+ {pointer}, ({_TYPE}) ", body))
+    seen |= set(re.findall(rf"cmpxchg (?:weak )?(?:volatile )?{pointer}, ({_TYPE}) ", body))
+    scalars = {_scalar(t, structs) for t in seen}
+    if depth < 3:  # passed on to a helper: its uses count too
+        for callee, args in re.findall(r"call [^@\n]*@([\w.$]+)\((.*)\)", body):
+            for position, arg in enumerate(_members(args)):
+                if re.fullmatch(rf"\s*{pointer}\s*", arg):
+                    scalars |= _types_of(text, callee, position, structs, depth + 1)
+    return scalars
+
+
 def pointer_dtypes(instance) -> dict[int, str]:
     """Parameter index -> numpy dtype name, for pointers used as one type."""
     text = _promoted(instance)
-    m = re.search(rf"^define [^\n]*@{re.escape(instance.kernel_name)}\((.*)\)[^\n]*\{{$",
-                  text, re.M)
-    if not m:
+    found = _function(text, instance.kernel_name)
+    if found is None:
         return {}
-    body = text[m.end():text.index("\n}\n", m.end())]
     structs = dict(re.findall(r"^(%[\w.$\"]+) = type (.+)$", text, re.M))
     out = {}
-    for index, param in enumerate(re.findall(r"[^,()]+(?:\([^)]*\))?[^,]*", m.group(1))):
-        tokens = param.split()
-        if not tokens or not tokens[0].startswith("ptr") or not tokens[-1].startswith("%"):
-            continue
-        name = re.escape(tokens[-1])
-        pointer = rf"ptr(?: addrspace\(\d+\))? {name}\b"
-        seen = set(re.findall(rf"getelementptr (?:inbounds )?(?:nuw )?(?:nusw )?"
-                              rf"({_TYPE}|{_AGGREGATE}), {pointer}", body))
-        seen |= set(re.findall(rf"load ({_TYPE}), {pointer}", body))
-        seen |= set(re.findall(rf"store ({_TYPE}) [^,]+, {pointer}", body))
-        scalars = {_scalar(t, structs) for t in seen}
+    for index in range(len(found[0])):
+        scalars = _types_of(text, instance.kernel_name, index, structs)
         if len(scalars) == 1 and None not in scalars:
             out[index] = _NUMPY[scalars.pop()]
     return out

@@ -86,6 +86,9 @@ class ReplayResult:
             return None
         if self.numerics:
             return "numerics-changing: " + "; ".join(self.numerics)
+        if self.config.pin_contraction:
+            return ("pinned contraction: the application's ptxas fused multiply-adds that LLVM "
+                    "left (mneme check's pinned column), or a miscompile (mneme diff --bisect)")
         return ("the configuration keeps the build's numerics: a miscompile, a launch the "
                 "kernel does not support, or an unexplained difference (mneme diff --bisect)")
 
