@@ -15,7 +15,8 @@ from conftest import EXAMPLES, FLAG_MATRIX, MATRIX_EXAMPLES, build_matrix_cell, 
 
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.numerics import (Codegen, fold_fma, fuse_like_backend, infer_contract,
-                                      mark_contract, numerics_changes, pin_ptx, strip_contract)
+                                      contractable_in_ptx, mark_contract, numerics_changes, pin_ptx,
+                                      strip_contract)
 
 #: What each cell's flags must make the plugin record.
 EXPECTED = {
@@ -112,8 +113,12 @@ def test_contraction_transforms():
                               "float 2.0, float %3)\n")
     assert "contract" not in stripped and "fast" not in stripped
     assert "%7.mul = fmul float %1, 2.0\n  %7 = fadd float %7.mul, %3" in stripped
-    assert pin_ptx("add.f32 %r1; mul.ftz.f64 %r2; add.rn.f32 %r3; add.s32 %r4") == \
-        "add.rn.f32 %r1; mul.rn.ftz.f64 %r2; add.rn.f32 %r3; add.s32 %r4"
+    ptx = ("\tadd.f32 %r1;\n\tmul.ftz.f64 %r2;\n\tadd.rn.f32 %r3;\n\tadd.s32 %r4;\n"
+           "\t@%p1 sub.f32 %r5;\n\tred.global.add.f32 [%rd1], %r6;\n")
+    assert pin_ptx(ptx) == ("\tadd.rn.f32 %r1;\n\tmul.rn.ftz.f64 %r2;\n\tadd.rn.f32 %r3;\n"
+                            "\tadd.s32 %r4;\n\t@%p1 sub.rn.f32 %r5;\n"
+                            "\tred.global.add.f32 [%rd1], %r6;\n")
+    assert contractable_in_ptx(ptx) == 3
 
 
 def test_fusion_at_codegen_O0_follows_the_back_end():

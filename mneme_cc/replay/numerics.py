@@ -366,16 +366,20 @@ def _fused(line: str, result: str, op: str, ty: str, product: tuple[str, str], o
             f"{indent}{result} = {call}({ty} {negated}, {ty} {b}, {ty} {other})")
 
 
+_UNFUSED = re.compile(r"^(\s*(?:@!?%\w+\s+)?)(add|sub|mul)((?:\.ftz|\.sat)*)\.(f32|f64)\b",
+                      re.M)
+
+
 def pin_ptx(ptx: str) -> str:
     """Unfused `add`/`sub`/`mul` of f32/f64 written `.rn`, which ptxas never
-    contracts: the result no longer depends on ptxas's level."""
-    return re.sub(r"\b(add|sub|mul)(\.ftz|\.sat)*\.(f32|f64)\b",
-                  lambda m: f"{m.group(1)}.rn{m.group(2) or ''}.{m.group(3)}", ptx)
+    contracts: the result no longer depends on ptxas's level. (Atomics such
+    as `red.global.add.f32` are not arithmetic ptxas fuses: left alone.)"""
+    return _UNFUSED.sub(lambda m: f"{m.group(1)}{m.group(2)}.rn{m.group(3)}.{m.group(4)}", ptx)
 
 
 def contractable_in_ptx(ptx: str) -> int:
     """How many `add`/`sub`/`mul` of f32/f64 ptxas may still contract."""
-    return len(re.findall(r"\b(?:add|sub|mul)(?:\.ftz|\.sat)*\.(?:f32|f64)\b", ptx))
+    return len(_UNFUSED.findall(ptx))
 
 
 # --- classification ----------------------------------------------------------
