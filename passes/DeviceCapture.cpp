@@ -111,8 +111,10 @@ std::string encodeDeviceModule(Module &M, StringRef OptLevel) {
 
 void captureDeviceModule(Module &M, StringRef OptLevel) {
   std::string Arch = targetOf(M).first;
-  std::string Path = handoffPath(handoffKey(M), Arch);
-  std::string Error = writeFileAtomically(Path, encodeDeviceModule(M, OptLevel));
+  std::string Error;
+  std::string Path = handoffPath(handoffKey(M), Arch, Error);
+  if (Error.empty())
+    Error = writeFileAtomically(Path, encodeDeviceModule(M, OptLevel));
   if (!Error.empty())
     M.getContext().emitError("mneme: cannot hand the device IR of " +
                              M.getSourceFileName() + " to the host job: " + Error);

@@ -10,7 +10,11 @@
 #include "llvm/Support/xxhash.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <sys/stat.h>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
@@ -65,7 +69,7 @@ pid_t driverProcess() {
 
 namespace mneme {
 
-std::string handoffDirectory() {
+std::string handoffDirectory(std::string &Error) {
   std::string Dir = HandoffDir;
   if (Dir.empty())
     if (const char *Env = std::getenv("MNEME_HANDOFF_DIR"))
@@ -77,6 +81,19 @@ std::string handoffDirectory() {
     Dir = std::string(Tmp);
   }
   sys::fs::create_directories(Dir, /*IgnoreExisting=*/true, sys::fs::perms::owner_all);
+  // What the device job leaves here becomes code in the host object: the
+  // directory must be ours and closed to others (a shared /tmp).
+  struct stat Info;
+  if (lstat(Dir.c_str(), &Info) != 0)
+    Error = "cannot use the hand-off directory " + Dir + ": " + std::strerror(errno);
+  else if (!S_ISDIR(Info.st_mode))
+    Error = "the hand-off directory " + Dir + " is not a directory (a link?); remove it";
+  else if (Info.st_uid != getuid())
+    Error = "the hand-off directory " + Dir + " belongs to another user; remove it or set "
+            "MNEME_HANDOFF_DIR to a directory of yours";
+  else if (Info.st_mode & (S_IWGRP | S_IWOTH))
+    Error = "the hand-off directory " + Dir + " is writable by others; chmod 700 it or set "
+            "MNEME_HANDOFF_DIR to a private directory";
   return Dir;
 }
 
@@ -90,8 +107,8 @@ std::string handoffKey(const Module &M) {
   return utohexstr(xxh3_64bits(arrayRefFromStringRef(Identity)), /*LowerCase=*/true);
 }
 
-std::string handoffPath(StringRef Key, StringRef Arch) {
-  SmallString<256> Path(handoffDirectory());
+std::string handoffPath(StringRef Key, StringRef Arch, std::string &Error) {
+  SmallString<256> Path(handoffDirectory(Error));
   sys::path::append(Path, Key + "." + Arch + ".mnir");
   return std::string(Path);
 }
@@ -118,14 +135,24 @@ std::string writeFileAtomically(StringRef Path, StringRef Contents) {
 }
 
 SmallVector<std::string, 2> takeHandoffFiles(StringRef Key, std::string &Error) {
-  std::string Dir = handoffDirectory();
+  std::string Dir = handoffDirectory(Error);
+  if (!Error.empty())
+    return {};
   std::string Prefix = (Key + ".").str();
   std::vector<std::string> Paths;
   std::error_code EC;
+  auto Now = std::chrono::system_clock::now();
   for (sys::fs::directory_iterator It(Dir, EC), End; It != End && !EC; It.increment(EC)) {
     StringRef Name = sys::path::filename(It->path());
-    if (Name.starts_with(Prefix) && Name.ends_with(".mnir"))
+    if (Name.starts_with(Prefix) && Name.ends_with(".mnir")) {
       Paths.push_back(It->path());
+      continue;
+    }
+    // Records no host job took (a device-only or failed compile), an hour on.
+    sys::fs::file_status Status;
+    if (Name.contains(".mnir") && !sys::fs::status(It->path(), Status, /*Follow=*/false) &&
+        Now - Status.getLastModificationTime() > std::chrono::hours(1))
+      sys::fs::remove(It->path());
   }
   if (EC) {
     Error = "cannot list " + Dir + ": " + EC.message();
@@ -134,6 +161,12 @@ SmallVector<std::string, 2> takeHandoffFiles(StringRef Key, std::string &Error) 
   std::sort(Paths.begin(), Paths.end());
   SmallVector<std::string, 2> Contents;
   for (const std::string &Path : Paths) {
+    sys::fs::file_status Status;
+    if (sys::fs::status(Path, Status, /*Follow=*/false) ||
+        Status.type() != sys::fs::file_type::regular_file) {
+      Error = Path + " is not a regular file; remove it";
+      return {};
+    }
     auto Buffer = MemoryBuffer::getFile(Path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
     if (!Buffer) {
       Error = "cannot read " + Path + ": " + Buffer.getError().message();

@@ -20,23 +20,26 @@ namespace mneme {
 
 // --- Handoff.cpp ---------------------------------------------------------
 
-// The directory shared by the device and host jobs (created if needed).
-std::string handoffDirectory();
+// The directory shared by the device and host jobs (created mode 0700 if
+// needed).  Error is set when it is not a directory of this user's that
+// others cannot write.
+std::string handoffDirectory(std::string &Error);
 
 // Identifies one translation unit within one clang driver run: both jobs of
 // a TU see the same driver process and the same main file name, and no
 // other TU, build or parallel job does.
 std::string handoffKey(const llvm::Module &M);
 
-// `<dir>/<key>.<arch>.mnir`
-std::string handoffPath(llvm::StringRef Key, llvm::StringRef Arch);
+// `<dir>/<key>.<arch>.mnir`; Error as for handoffDirectory.
+std::string handoffPath(llvm::StringRef Key, llvm::StringRef Arch, std::string &Error);
 
 // Writes Contents to Path through a temporary file and a rename, so a
 // reader never sees half a record.  Returns an error message, empty on
 // success.
 std::string writeFileAtomically(llvm::StringRef Path, llvm::StringRef Contents);
 
-// Reads and deletes every hand-off file for Key, in a stable order.
+// Reads and deletes every hand-off file for Key, in a stable order, and
+// those of other keys that no host job took within an hour.
 llvm::SmallVector<std::string, 2> takeHandoffFiles(llvm::StringRef Key,
                                                     std::string &Error);
 

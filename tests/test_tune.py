@@ -236,6 +236,52 @@ def test_export_merges_and_keys_geometry_by_launch_shape(instance, tmp_path):
         export([tmp_path / "study" / "best.json"], proteus, None)
 
 
+def test_concurrent_exports_into_one_file_keep_every_entry(instance, tmp_path):
+    """Eight writers at once, six times over: every kernel's entry survives."""
+    import subprocess
+    import sys
+    import time
+
+    tune(instance, tmp_path, space="quick", trials=6)
+    best = json.loads((tmp_path / "study" / "best.json").read_text())
+    files = []
+    for n in range(8):
+        path = tmp_path / f"best{n}.json"
+        path.write_text(json.dumps({**best, "kernel": f"_Z6kernel{n}v"}))
+        files.append(path)
+    # Every writer waits for the start, then merges its entry; a pause between
+    # reading the file and writing it back widens the window a lost update needs.
+    code = ("import sys, time; from pathlib import Path; import mneme_cc.tune.export as e\n"
+            "write = e.write_text_atomic\n"
+            "e.write_text_atomic = lambda path, text: (time.sleep(0.02), write(path, text))\n"
+            "go = Path(sys.argv[4])\nwhile not go.exists(): time.sleep(0.001)\n"
+            "e.export([Path(sys.argv[1])], Path(sys.argv[2]), Path(sys.argv[3]))")
+    for round_ in range(6):
+        proteus, mneme = tmp_path / f"proteus{round_}.json", tmp_path / f"mneme{round_}.json"
+        go = tmp_path / f"go{round_}"
+        writers = [subprocess.Popen([sys.executable, "-c", code, str(f), str(proteus), str(mneme),
+                                     str(go)], cwd=tmp_path) for f in files]
+        time.sleep(0.5)  # the interpreters start
+        go.touch()
+        assert [w.wait() for w in writers] == [0] * 8
+        assert sorted(json.loads(proteus.read_text())) == [f"_Z6kernel{n}v" for n in range(8)]
+        assert len(json.loads(mneme.read_text())["kernels"]) == 8
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_malformed_best_json_is_one_line(tmp_path):
+    best = tmp_path / "best.json"
+    for content in ({"kernel": "_Z1kv", "config": {}},                     # no launch
+                    {"kernel": "_Z1kv", "config": {"pipeline": 5}, "launch": {}},
+                    {"kernel": 3, "config": {}, "median_ms": 1.0,
+                     "launch": {"grid": [1, 1, 1], "block": [1, 1, 1], "shared_mem_bytes": 0}}):
+        best.write_text(json.dumps(content))
+        result = run(["mneme-export", str(best), "--proteus", str(tmp_path / "p.json")],
+                     check=False)
+        assert result.returncode == 2 and "not a best.json written by `mneme tune`" in \
+            result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
 @pytest.mark.parametrize("args, message", [
     (["--sampler", "annealing"], "unknown sampler 'annealing'"),
     (["--objective", "speed"], "unknown objective"),

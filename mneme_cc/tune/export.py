@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mneme_cc.errors import UsageError
-from mneme_cc.fileio import read_json_object, write_text_atomic
+from mneme_cc.fileio import locked, read_json_object, write_text_atomic
 from mneme_cc.replay.config import ReplayConfig
 
 MNEME_FORMAT = {"format": "mneme-tuned-kernels", "version": 1}
@@ -84,9 +84,16 @@ def export(best_files: list[Path], proteus: Path | None, mneme: Path | None) -> 
     records = []
     for path in best_files:
         record = _load(path, "best.json")
-        if "kernel" not in record or "config" not in record:
-            raise UsageError(f"{path}: not a best.json written by `mneme tune`")
-        records.append((path, record, ReplayConfig.from_json(record["config"])))
+        try:
+            config = ReplayConfig.from_json(record["config"])
+            launch_shape(record["launch"])
+            if not isinstance(record["kernel"], str) or isinstance(record["median_ms"], bool) \
+                    or not isinstance(record["median_ms"], (int, float)):
+                raise TypeError("kernel or median_ms")
+        except (KeyError, TypeError, ValueError, UsageError) as exc:
+            raise UsageError(f"{path}: not a best.json written by `mneme tune` "
+                             f"({type(exc).__name__}: {exc})") from None
+        records.append((path, record, config))
     # The fastest verified config per kernel and launch shape.
     chosen: dict[tuple[str, str], tuple[Path, dict, ReplayConfig]] = {}
     for path, record, config in records:
@@ -97,31 +104,48 @@ def export(best_files: list[Path], proteus: Path | None, mneme: Path | None) -> 
     if proteus is not None:
         # One entry per kernel: Proteus does not key by launch shape, so the
         # shape with the largest speedup wins.
-        table = _load(proteus, "PROTEUS_TUNED_KERNELS")
-        per_kernel: dict[str, tuple[dict, ReplayConfig]] = {}
-        for (kernel, _), (_, record, config) in chosen.items():
-            if kernel not in per_kernel or (record.get("speedup") or 0) > \
-                    (per_kernel[kernel][0].get("speedup") or 0):
-                per_kernel[kernel] = (record, config)
-        for kernel, (record, config) in per_kernel.items():
-            try:
-                table[kernel] = proteus_entry(config, tuple(record["launch"]["block"]))
-            except UsageError as exc:
-                raise UsageError(f"{record.get('demangled') or kernel}: {exc}") from None
-            written.setdefault(kernel, {})["proteus"] = table[kernel]
-        write_text_atomic(proteus, json.dumps(table, indent=2, sort_keys=True) + "\n")
+        with locked(proteus):
+            written.update(_merge_proteus(proteus, chosen))
     if mneme is not None:
-        table = _load(mneme, "mneme-cc tuned-kernels")
-        if table and {k: table.get(k) for k in MNEME_FORMAT} != MNEME_FORMAT:
-            raise UsageError(f"{mneme}: not a mneme-cc tuned-kernels file (format "
-                             f"{table.get('format')!r} version {table.get('version')!r})")
-        table = {**MNEME_FORMAT, "kernels": table.get("kernels", {})}
-        for (kernel, shape), (_, record, config) in chosen.items():
-            entry = {"config": json.loads(config.to_json()), "median_ms": record["median_ms"],
-                     "baseline_ms": record.get("baseline_ms"), "speedup": record.get("speedup"),
-                     "instance": record.get("instance"), "device": record.get("device"),
-                     "arch": record.get("arch"), "demangled": record.get("demangled")}
-            table["kernels"].setdefault(kernel, {})[shape] = entry
-            written.setdefault(kernel, {}).setdefault("mneme", {})[shape] = entry
-        write_text_atomic(mneme, json.dumps(table, indent=2, sort_keys=True) + "\n")
+        with locked(mneme):
+            for kernel, shapes in _merge_mneme(mneme, chosen).items():
+                written.setdefault(kernel, {})["mneme"] = shapes
+    return written
+
+
+def _merge_proteus(proteus: Path, chosen) -> dict[str, Any]:
+    """Merges the chosen configs into a PROTEUS_TUNED_KERNELS file (under its lock)."""
+    table = _load(proteus, "PROTEUS_TUNED_KERNELS")
+    per_kernel: dict[str, tuple[dict, ReplayConfig]] = {}
+    for (kernel, _), (_, record, config) in chosen.items():
+        if kernel not in per_kernel or (record.get("speedup") or 0) > \
+                (per_kernel[kernel][0].get("speedup") or 0):
+            per_kernel[kernel] = (record, config)
+    written: dict[str, Any] = {}
+    for kernel, (record, config) in per_kernel.items():
+        try:
+            table[kernel] = proteus_entry(config, tuple(record["launch"]["block"]))
+        except UsageError as exc:
+            raise UsageError(f"{record.get('demangled') or kernel}: {exc}") from None
+        written.setdefault(kernel, {})["proteus"] = table[kernel]
+    write_text_atomic(proteus, json.dumps(table, indent=2, sort_keys=True) + "\n")
+    return written
+
+
+def _merge_mneme(mneme: Path, chosen) -> dict[str, Any]:
+    """Merges the chosen configs into mneme-cc's file (under its lock): kernel -> shapes."""
+    table = _load(mneme, "mneme-cc tuned-kernels")
+    if table and {k: table.get(k) for k in MNEME_FORMAT} != MNEME_FORMAT:
+        raise UsageError(f"{mneme}: not a mneme-cc tuned-kernels file (format "
+                         f"{table.get('format')!r} version {table.get('version')!r})")
+    table = {**MNEME_FORMAT, "kernels": table.get("kernels", {})}
+    written: dict[str, Any] = {}
+    for (kernel, shape), (_, record, config) in chosen.items():
+        entry = {"config": config.to_dict(), "median_ms": record["median_ms"],
+                 "baseline_ms": record.get("baseline_ms"), "speedup": record.get("speedup"),
+                 "instance": record.get("instance"), "device": record.get("device"),
+                 "arch": record.get("arch"), "demangled": record.get("demangled")}
+        table["kernels"].setdefault(kernel, {})[shape] = entry
+        written.setdefault(kernel, {})[shape] = entry
+    write_text_atomic(mneme, json.dumps(table, indent=2, sort_keys=True) + "\n")
     return written
