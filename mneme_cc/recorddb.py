@@ -48,6 +48,15 @@ def _load_json(path: Path) -> dict[str, Any]:
         raise RecordDBError(f"{path}: corrupt JSON ({exc})") from None
 
 
+def _inside(db: RecordDB, name: Any, where: Path) -> Path:
+    """A file the database names, which must be a plain name inside it."""
+    if not isinstance(name, str) or not name or "/" in name or "\\" in name or \
+            name in (".", ".."):
+        raise RecordDBError(f"{where}: names the file {name!r}, which is not a file of the "
+                            "database (the entry is corrupt)")
+    return db.path / name
+
+
 @dataclass
 class Region:
     """One region of a snapshot: an allocation, a global, the arguments or an image."""
@@ -134,6 +143,14 @@ class Instance:
 
     def __init__(self, db: RecordDB, entry: dict[str, Any], path: Path):
         self.db, self.entry, self.path = db, entry, path
+        try:
+            self._read(entry)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise RecordDBError(f"{path}: malformed index entry ({type(exc).__name__}: {exc}); "
+                                "the database is damaged") from None
+
+    def _read(self, entry: dict[str, Any]) -> None:
+        path = self.path
         self.kernel_name: str = entry["kernel"]
         self.static_hash: str = entry["static_hash"]
         self.dynamic_hash: str = entry["dynamic_hash"]
@@ -159,6 +176,27 @@ class Instance:
         self.device: dict[str, Any] = entry["device"]
         self.process: dict[str, Any] = entry["process"]
         self.launch_index: int = entry["launch_index"]
+        for dims in (self.grid, self.block):
+            if len(dims) != 3 or not all(isinstance(d, int) and d > 0 for d in dims):
+                raise ValueError("grid and block are three positive integers")
+        if not all(isinstance(p, dict) and isinstance(p.get("offset"), int)
+                   and isinstance(p.get("size"), int) for p in self.params):
+            raise ValueError("every parameter has an integer offset and size")
+        if not all(isinstance(self.window.get(k), int) for k in ("base", "size", "granularity")):
+            raise ValueError("the window has an integer base, size and granularity")
+        for state in ("prologue", "epilogue"):
+            _inside(self.db, entry[state], path)
+        numbers = {"in_app_ms": (int, float), "raw_bytes": int, "stored_bytes": int,
+                   "launch_index": int}
+        for key, kind in numbers.items():
+            if not isinstance(entry[key], kind) or isinstance(entry[key], bool):
+                raise ValueError(f"'{key}' is not a number")
+        if not isinstance(self.shared_mem_bytes, int) or not isinstance(self.kernel_name, str):
+            raise ValueError("'kernel' or 'shared_mem_bytes' has the wrong type")
+        if not isinstance(self.reasons, list) or not all(isinstance(r, str) for r in self.reasons):
+            raise ValueError("'reasons' is not a list of strings")
+        if not isinstance(self.device.get("arch"), str) or not isinstance(self.api, str):
+            raise ValueError("'device.arch' or 'launch.api' is not a string")
 
     @property
     def name(self) -> str:
@@ -204,11 +242,12 @@ class Instance:
 
     @functools.cached_property
     def prologue(self) -> Snapshot:
-        return Snapshot(self.db, self.db.path / self.entry["prologue"])
+        return Snapshot(self.db, _inside(self.db, self.entry["prologue"], self.path))
 
     @functools.cached_property
     def epilogue(self) -> Snapshot:
-        return Snapshot(self.db, self.db.path / self.entry["epilogue"], base=self.prologue)
+        return Snapshot(self.db, _inside(self.db, self.entry["epilogue"], self.path),
+                        base=self.prologue)
 
     def verify(self) -> None:
         """Reads every byte of both snapshots, checking every checksum; raises on damage."""
@@ -230,11 +269,20 @@ class Kernel:
         self.static_hash = static_hash
         self.path = db.path / f"{static_hash}.json"
         self.description = _load_json(self.path)
-        self.name: str = self.description["name"]
-        self.demangled: str = self.description["demangled"]
-        self.has_ir: bool = self.description["has_ir"]
-        self.params: list[dict[str, int]] = self.description["params"]
-        self.globals: list[dict[str, Any]] = self.description["globals"]
+        try:
+            self.name: str = self.description["name"]
+            self.demangled: str = self.description["demangled"]
+            self.has_ir: bool = bool(self.description["has_ir"])
+            self.params: list[dict[str, int]] = list(self.description["params"])
+            self.globals: list[dict[str, Any]] = list(self.description["globals"])
+            for key in ("ir", "image"):
+                part = self.description.get(key)
+                if part is not None and (not isinstance(part, dict) or "file" not in part):
+                    raise TypeError(f"'{key}' is not an object naming a file")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RecordDBError(f"{self.path}: malformed kernel description "
+                                f"({type(exc).__name__}: {exc}); the database is damaged") \
+                from None
         self._bitcode: bytes | None = None
         self.instances = sorted(instances, key=lambda i: i.launch_index)
 
@@ -246,7 +294,7 @@ class Kernel:
     @property
     def ir_path(self) -> Path | None:
         ir = self.description.get("ir")
-        return self.db.path / ir["file"] if ir else None
+        return _inside(self.db, ir["file"], self.path) if ir else None
 
     def bitcode(self) -> bytes:
         """The kernel's module as LLVM bitcode, verified against its recorded hash
@@ -257,7 +305,7 @@ class Kernel:
         if not ir:
             raise RecordDBError(f"{self.demangled} carries no IR: the application was not "
                                 "built with mneme-cc; replay it with its original binary")
-        path = self.db.path / ir["file"]
+        path = _inside(self.db, ir["file"], self.path)
         try:
             data = path.read_bytes()
         except FileNotFoundError:
@@ -283,7 +331,7 @@ class Kernel:
         image = self.description.get("image")
         if not image:
             return None
-        snap = Snapshot(self.db, self.db.path / image["file"])
+        snap = Snapshot(self.db, _inside(self.db, image["file"], self.path))
         return snap.regions[0].read().tobytes()
 
     @property
