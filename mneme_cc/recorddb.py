@@ -202,10 +202,15 @@ class Instance:
     def name(self) -> str:
         return f"{self.static_hash}.{self.dynamic_hash}"
 
+    @property
+    def fidelity_path(self) -> Path:
+        """`fidelity/<instance>.json`: what replay found out about this
+        instance's determinism (mneme_cc.replay.nondeterminism)."""
+        return self.db.path / "fidelity" / f"{self.name}.json"
+
     def fidelity(self) -> dict[str, Any] | None:
-        """What replay found out about this instance's determinism
-        (`fidelity/<instance>.json`, mneme_cc.replay.nondeterminism), if anything."""
-        path = self.db.path / "fidelity" / f"{self.name}.json"
+        """The fidelity file's object, None when there is none."""
+        path = self.fidelity_path
         try:
             data = json.loads(path.read_text())
         except FileNotFoundError:

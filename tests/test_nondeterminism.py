@@ -23,7 +23,8 @@ def test_the_spread_is_the_worst_pair_and_its_tolerance_admits_it():
     runs = [recorded.copy(), recorded.copy()]
     runs[0][10] = np.nextafter(recorded[10], np.float32(2))
     runs[1][10] = np.nextafter(runs[0][10], np.float32(2))  # two ULPs from the recording
-    found = nd.spread("allocation 0x1000", [as_bytes(v) for v in (recorded, *runs)], "float32")
+    found = nd.spread("allocation 0x1000", as_bytes(recorded), [as_bytes(v) for v in runs],
+                      "float32")
     assert (found.differing, found.max_ulp) == (1, 2)
     policy = found.policy()
     assert policy["dtype"] == "float32" and policy["ulp"] == 2 * nd.TOLERANCE_FACTOR
@@ -34,10 +35,21 @@ def test_the_spread_is_the_worst_pair_and_its_tolerance_admits_it():
     far = recorded.copy()
     far[10] += 0.5
     assert compare("b", 0, as_bytes(far), as_bytes(recorded), Policy(**policy)).count == 1
-    # Identical versions: no spread. Bytes without a type: no tolerance.
-    assert nd.spread("g", [as_bytes(recorded)] * 3, "float32") is None
-    untyped = nd.spread("g", [as_bytes(v) for v in (recorded, *runs)], None)
+    # Runs that agree among themselves: no nondeterminism, even against a
+    # recording they all differ from (that is a failure to reproduce).
+    assert nd.spread("g", as_bytes(recorded), [as_bytes(runs[0])] * 3, "float32") is None
+    # Bytes without a type: no tolerance.
+    untyped = nd.spread("g", as_bytes(recorded), [as_bytes(v) for v in runs], None)
     assert untyped.differing == 1 and untyped.policy() is None  # one byte of one float
+    # A recorded zero: the relative spread is unbounded and bounds nothing;
+    # a ULP spread across zero is no rounding and bounds nothing either.
+    zero = np.zeros(4, np.float32)
+    tiny = zero.copy()
+    tiny[0] = 1e-30
+    wide = nd.spread("z", as_bytes(zero), [as_bytes(zero), as_bytes(tiny)], "float32")
+    assert wide.max_rel is None and wide.max_abs == pytest.approx(1e-30)
+    assert wide.policy() == {"dtype": "float32", "abs": pytest.approx(4e-30)}
+    json.dumps(nd.Nondeterminism("original", 3, [wide]).to_dict(), allow_nan=False)
 
 
 def test_findings_round_trip_through_the_database(instance):
@@ -57,11 +69,13 @@ def test_findings_round_trip_through_the_database(instance):
 
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"format": "mneme-fidelity"}',
                                      '{"format": "mneme-fidelity", "version": 1, '
-                                     '"reference": "original", "runs": 2, "buffers": [{"x": 1}]}'])
+                                     '"reference": "original", "runs": 2, "buffers": [{"x": 1}]}',
+                                     '{"format": "mneme-fidelity", "version": 1, '
+                                     '"reference": "original", "runs": 2, "buffers": [{"buffer": '
+                                     '"g", "dtype": "float32", "differing": 1, "max_ulp": "x"}]}'])
 def test_a_damaged_finding_is_one_line(instance, content):
-    directory = instance.db.path / nd.DIRECTORY
-    directory.mkdir()
-    (directory / f"{instance.name}.json").write_text(content)
+    instance.fidelity_path.parent.mkdir()
+    instance.fidelity_path.write_text(content)
     with pytest.raises(RecordDBError, match="delete it and replay again"):
         nd.load(instance)
     proc = run(["mneme", "ls", str(instance.db.path)], check=False)

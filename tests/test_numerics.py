@@ -14,9 +14,9 @@ import pytest
 from conftest import EXAMPLES, FLAG_MATRIX, MATRIX_EXAMPLES, build_matrix_cell, run
 
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.numerics import (Codegen, fold_fma, fuse_like_backend, infer_contract,
-                                      contractable_in_ptx, mark_contract, numerics_changes, pin_ptx,
-                                      strip_contract)
+from mneme_cc.replay.contraction import (contractable_in_ptx, fold_fma, fuse_like_backend,
+                                         mark_contract, pin_ptx, strip_contract)
+from mneme_cc.replay.numerics import Codegen, infer_contract, numerics_changes
 
 #: What each cell's flags must make the plugin record.
 EXPECTED = {
@@ -112,13 +112,18 @@ def test_contraction_transforms():
     stripped = strip_contract(marked + "  %7 = tail call float @llvm.fmuladd.f32(float %1, "
                               "float 2.0, float %3)\n")
     assert "contract" not in stripped and "fast" not in stripped
-    assert "%7.mul = fmul float %1, 2.0\n  %7 = fadd float %7.mul, %3" in stripped
+    assert "%mneme.mul.7 = fmul float %1, 2.0\n  %7 = fadd float %mneme.mul.7, %3" in stripped
+    # Vectors too, with the call's flags and debug location kept.
+    vector = strip_contract("  %8 = call nnan <2 x float> @llvm.fmuladd.v2f32(<2 x float> %a, "
+                            "<2 x float> <float 1.0, float 2.0>, <2 x float> %c), !dbg !7\n")
+    assert vector == ("  %mneme.mul.8 = fmul nnan <2 x float> %a, <float 1.0, float 2.0>, "
+                      "!dbg !7\n  %8 = fadd nnan <2 x float> %mneme.mul.8, %c, !dbg !7\n")
     ptx = ("\tadd.f32 %r1;\n\tmul.ftz.f64 %r2;\n\tadd.rn.f32 %r3;\n\tadd.s32 %r4;\n"
-           "\t@%p1 sub.f32 %r5;\n\tred.global.add.f32 [%rd1], %r6;\n")
+           "\t@%p1 sub.f32 %r5;\n\tred.global.add.f32 [%rd1], %r6;\n\tmul.f16x2 %r7;\n")
     assert pin_ptx(ptx) == ("\tadd.rn.f32 %r1;\n\tmul.rn.ftz.f64 %r2;\n\tadd.rn.f32 %r3;\n"
                             "\tadd.s32 %r4;\n\t@%p1 sub.rn.f32 %r5;\n"
-                            "\tred.global.add.f32 [%rd1], %r6;\n")
-    assert contractable_in_ptx(ptx) == 3
+                            "\tred.global.add.f32 [%rd1], %r6;\n\tmul.rn.f16x2 %r7;\n")
+    assert contractable_in_ptx(ptx) == 4
 
 
 def test_fusion_at_codegen_O0_follows_the_back_end():
@@ -174,6 +179,18 @@ def test_the_fma_peephole_folds_only_what_the_ir_allows():
     llvm.parse_assembly(folded).verify()
 
 
+def test_the_fma_peephole_keeps_debug_locations():
+    """Builds with -g or -lineinfo: debug records are no uses, locations stay."""
+    body = ("define float @f(float %a, float %b, float %c) {\n"
+            "  %1 = fmul contract float %a, %b, !dbg !5\n"
+            "    #dbg_value(float %1, !9, !DIExpression(), !5)\n"
+            "  %2 = fadd contract float %1, %c, !dbg !6\n"
+            "  ret float %2\n}\n")
+    folded = fold_fma(body)
+    assert "%2 = call contract float @llvm.fma.f32(float %a, float %b, float %c), !dbg !6" \
+        in folded and "%1 = fmul" not in folded
+
+
 def test_numerics_changes_name_what_differs_from_the_build():
     fast, off, o0 = Codegen(), Codegen(fp_contract="off"), Codegen(opt_level="0")
     assert numerics_changes(fast.baseline_config(), fast) == []
@@ -181,14 +198,48 @@ def test_numerics_changes_name_what_differs_from_the_build():
     assert numerics_changes(ReplayConfig(baseline="ir", pipeline="default<O0>"), fast) == []
     assert numerics_changes(ReplayConfig(specialize_dims=True, launch_bounds=True), fast) == []
     reasons = numerics_changes(ReplayConfig(pipeline="default<O0>", ptxas_opt_level=0,
-                                            fp_contract="off", fp_reassociate=True), fast)
+                                            fp_contract="on", fp_reassociate=True), fast)
     assert [r.split()[0] for r in reasons] == ["fp_contract", "reassociation", "the", "ptxas"]
     assert numerics_changes(ReplayConfig(ptxas_opt_level=1, pin_contraction=True), fast) == []
     assert numerics_changes(ReplayConfig(codegen_opt_level=0), fast)[0].startswith("code gen")
-    # Nothing contracts in a -ffp-contract=off build, whatever the levels.
+    # Nothing contracts in a -ffp-contract=off build, or with fp_contract off,
+    # whatever the levels.
     assert numerics_changes(ReplayConfig(pipeline="default<O0>", ptxas_opt_level=0), off) == []
+    assert [r.split()[0] for r in numerics_changes(ReplayConfig(
+        fp_contract="off", ptxas_opt_level=0), fast)] == ["fp_contract"]
+    # Pass lists and cut-short pipelines may fuse differently; they say so.
+    assert numerics_changes(ReplayConfig(pipeline="sroa,gvn"), fast)[0].startswith(
+        "the pass list sroa,gvn")
+    assert "opt_bisect_limit 3" in numerics_changes(ReplayConfig(opt_bisect_limit=3), fast)[0]
     assert numerics_changes(ReplayConfig(pipeline="default<O3>"), o0)[0].startswith("the default")
     assert Codegen(fp_contract="fast-honor-pragmas").contract == "on"
+
+
+@pytest.mark.parametrize("codegen, message", [
+    ({"fp_contract": "sometimes"}, "unknown fp_contract 'sometimes'"),
+    ({"fp_contract": "fast", "mllvm": 3}, "'mllvm' or 'reflect' has the wrong type"),
+    ({"fp_contract": "fast", "reflect": [1]}, "'mllvm' or 'reflect' has the wrong type"),
+    ({"fp_contract": "fast", "ftz": "yes"}, "'ftz' is not a bool"),
+    ("fast", "'codegen' is not an object"),
+])
+def test_malformed_codegen_in_a_binary_is_one_line(tmp_path, codegen, message):
+    from mneme_cc import _native
+    from mneme_cc.embedded import read_embedded_modules
+
+    obj = tmp_path / "k.o"
+    run(["mneme-cxx", "-c", str(EXAMPLES / "vector_add" / "vector_add.cu"), "-o", str(obj)])
+    (module,) = read_embedded_modules(obj)
+    record = _native.encode_embedded_ir(json.dumps({**module.metadata, "codegen": codegen}),
+                                        module.bitcode)
+    data = obj.read_bytes()
+    old = _native.encode_embedded_ir(json.dumps(module.metadata, separators=(",", ":"),
+                                                sort_keys=True), module.bitcode)
+    assert old in data and len(record) <= len(old)  # the section holds the record as encoded
+    patched = tmp_path / "bad.o"
+    patched.write_bytes(data.replace(old, record.ljust(len(old), b"\0")))
+    proc = run(["mneme", "inspect", str(patched)], check=False)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_an_unknown_contraction_mode_is_refused():

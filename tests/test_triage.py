@@ -225,6 +225,8 @@ def test_bisection_names_a_numerics_change_first(instance):
     finding = RuleBisector(instance, config, lambda c: c.fp_contract is None).run()
     assert (finding.stage, finding.culprit) == ("numerics", "fp_contract")
     assert "not a miscompile" in finding.message and finding.replays == 2
+    # With contraction on, ptxas's level matters too (with it off, nothing contracts).
+    config = ReplayConfig(fp_contract="on", ptxas_opt_level=1)
     finding = RuleBisector(instance, config, lambda c: c.pin_contraction).run()
     assert (finding.stage, finding.culprit) == ("numerics", "ptxas contraction")
     # Only the pipeline's level changes the numerics: named, with advice.
@@ -253,13 +255,10 @@ def test_bisection_falls_back_to_transforms_then_ptxas(instance):
 
 def test_element_types_are_read_off_the_kernels_ir(tmp_path):
     """From a real mneme-cxx build: pointers used as one element type get it."""
-    from types import SimpleNamespace
-
     from conftest import EXAMPLES
 
     from mneme_cc.embedded import read_embedded_modules
-    from mneme_cc.replay.dtypes import pointer_dtypes
-    from mneme_cc.replay.jit import llvm_binding
+    from mneme_cc.replay.dtypes import kernel_pointer_dtypes
 
     found = {}
     for name, kernel in (("vector_add", "_Z10vector_addPKfS0_Pfi"),
@@ -270,9 +269,7 @@ def test_element_types_are_read_off_the_kernels_ir(tmp_path):
         run(["mneme-cxx", "-O3", "-I", str(EXAMPLES / "common"), "-c",
              str(EXAMPLES / name / f"{name}.cu"), "-o", str(obj)])
         (module,) = read_embedded_modules(obj)
-        found[name] = pointer_dtypes(SimpleNamespace(
-            module=llvm_binding().parse_bitcode(module.bitcode), kernel_name=kernel,
-            device={"arch": "sm_90"}))
+        found[name] = kernel_pointer_dtypes(module.bitcode, kernel, "sm_90")
     assert found["vector_add"] == {0: "float32", 1: "float32", 2: "float32"}
     # spmv(n, rowptr, col, val, x, y): n is no pointer.
     assert found["cg"] == {1: "int32", 2: "int32", 3: "float64", 4: "float64", 5: "float64"}

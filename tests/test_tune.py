@@ -16,7 +16,7 @@ from tune_doubles import H100, FakeExecutor, assert_one_study
 
 from mneme_cc.errors import UsageError
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.tune import outcome as oc
+from mneme_cc.replay import outcome as oc
 from mneme_cc.tune.export import export, proteus_entry
 from mneme_cc.tune.samplers import make_sampler, parse_objectives
 from mneme_cc.tune.space import (
@@ -151,6 +151,19 @@ def test_a_bitwise_study_keeps_the_builds_numerics(instance, tmp_path):
     assert pruned and all(t.params["pipeline"] == "default<O0>" for t in pruned)
     assert summary["outcomes"]["numerics_changing"] == len(pruned)
     assert pruned[0].user_attrs["constraint"].startswith("numerics-changing: the default<O0>")
+
+
+def test_a_study_with_tolerances_runs_numerics_changing_configurations(instance, tmp_path):
+    policies = {"arg:2": {"dtype": "float32", "ulp": 4}}
+    tuner, summary = tune(instance, tmp_path, space="standard", trials=40,
+                          allow_numerics_change=False, verify=policies)
+    ran = [c for c in FakeExecutor.submitted if c.baseline is None]
+    assert any(c.pipeline == "default<O0>" for c in ran)
+    assert all(c.verify == policies for c in FakeExecutor.submitted)
+    assert "numerics_changing" not in summary["outcomes"]
+    with pytest.raises(UsageError, match="it points into no allocation|not a pointer"):
+        tune(instance, tmp_path / "bad", verify={"arg:3": {"dtype": "int32"}})
+    assert not (tmp_path / "bad" / "study").exists()
 
 
 def test_the_tuning_loop_classifies_and_keeps_the_best_verified(instance, tmp_path):

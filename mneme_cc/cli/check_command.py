@@ -11,16 +11,18 @@ import typer
 
 from mneme_cc.cli._errors import reports_errors
 
-#: Exit status when a deterministic instance is not reproduced by some baseline.
+#: Exit status when the application's kernel or its IR does not reproduce an instance.
 EXIT_NOT_REPRODUCED = 1
 
 
 def _cell(check) -> str:
+    from mneme_cc.replay import outcome as oc
+
     if check is None:
         return "-"
-    if check.outcome == "verified":
+    if check.outcome == oc.VERIFIED:
         return "bitwise"
-    if check.outcome == "nondeterministic":
+    if check.outcome == oc.NONDETERMINISTIC:
         return "within spread"
     if check.outcome == "error":
         return f"error: {check.error}"
@@ -42,9 +44,11 @@ def check(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
 ) -> None:
     """Replay every instance with the application's kernel and with its IR at the
-    recorded settings: bitwise, within a nondeterministic spread, or different."""
+    recorded settings: bitwise, within a nondeterministic spread, or different.
+    A table on a terminal, JSON when piped or with --json."""
     from mneme_cc.errors import UsageError
     from mneme_cc.recorddb import RecordDB
+    from mneme_cc.replay import outcome as oc
     from mneme_cc.replay.audit import check_instance
 
     if iterations < 1:
@@ -63,7 +67,7 @@ def check(
     failed = [r for r in rows if r.failed]
     totals = {
         "instances": len(rows),
-        "bitwise": sum(all(b.outcome == "verified" for b in r.baselines.values()) for r in rows),
+        "bitwise": sum(all(b.outcome == oc.VERIFIED for b in r.baselines.values()) for r in rows),
         "nondeterministic": sum(r.determinism == "nondeterministic" and not r.failed
                                 for r in rows),
         "failed": len(failed),

@@ -18,13 +18,14 @@ EXIT_NO_IR = 1
 
 def _codegen(module):
     """The module's recorded code-generation options (inferred for an older record)."""
+    from mneme_cc.errors import BinaryFormatError
     from mneme_cc.replay.numerics import Codegen
 
-    if isinstance(module.metadata.get("codegen"), dict):
-        return Codegen.from_metadata(module.metadata)
-    import llvmlite.binding as llvm
-
-    return Codegen.from_metadata(module.metadata, str(llvm.parse_bitcode(module.bitcode)))
+    try:
+        return Codegen.from_module(module.metadata, module.bitcode)
+    except ValueError as exc:
+        raise BinaryFormatError(f"{module.origin}: the module of {module.source}: {exc}") \
+            from None
 
 
 def _module_summary(module) -> dict:
@@ -65,13 +66,19 @@ def _extract(modules, directory: Path) -> list[Path]:
 def _write_ptx(modules, directory: Path) -> list[Path]:
     """Writes `<source-stem>.<arch>.ptx` per module: the whole module compiled
     as replay compiles it at the recorded settings."""
+    from mneme_cc.errors import UsageError
     from mneme_cc.replay.jit import compile_ptx
 
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for module, name in zip(modules, _file_names(modules), strict=True):
         codegen = _codegen(module)
-        result = compile_ptx(module.bitcode, None, codegen.baseline_config(), module.arch, codegen)
+        try:
+            result = compile_ptx(module.bitcode, None, codegen.baseline_config(), module.arch,
+                                 codegen)
+        except RuntimeError as exc:  # LLVM's: an unreadable module, an unknown arch
+            raise UsageError(f"{module.origin}: cannot compile the module of {module.source} "
+                             f"for {module.arch}: {str(exc).strip().splitlines()[-1]}") from None
         path = directory / f"{name}.ptx"
         path.write_text(result.ptx)
         written.append(path)

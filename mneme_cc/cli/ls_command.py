@@ -33,8 +33,7 @@ def determinism(inst) -> dict:
     found = load(inst)
     if found is None:
         return {"state": "unknown", "buffers": []}
-    return {"state": "deterministic" if found.deterministic else "nondeterministic",
-            "buffers": found.to_dict()["buffers"]}
+    return {"state": found.state, "buffers": found.to_dict()["buffers"]}
 
 
 def determinism_note(summary: dict) -> str:

@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from mneme_cc.cli._errors import reports_errors
-from mneme_cc.cli._options import int_list
+from mneme_cc.cli._options import int_list, policies_file
 
 #: Exit status when the replayed kernel does not reproduce the epilogue.
 EXIT_FAILED_VERIFICATION = 1
@@ -43,12 +43,6 @@ def _tuning(text: Optional[str]) -> dict:
             except ValueError:
                 raise UsageError(f"--tuning '{item}' is not NAME=true|false|INTEGER") from None
     return out
-
-
-def _policies(path: Optional[Path]) -> dict:
-    from mneme_cc.fileio import read_json_object
-
-    return read_json_object(path, "verification policies keyed by buffer") if path else {}
 
 
 def find_instance(database: Path, rid: Optional[str], kernel: Optional[str]):
@@ -152,7 +146,7 @@ def replay(
             specialize_dims=specialize_dims, launch_bounds=launch_bounds,
             fp_reassociate=fp_reassociate, fp_contract=fp_contract,
             pin_contraction=pin_contraction, min_blocks_per_sm=min_blocks, iterations=iterations, warmup=warmup,
-            baseline=baseline, verify=_policies(verify), flush_l2=flush_l2)
+            baseline=baseline, verify=policies_file(verify), flush_l2=flush_l2)
     if config.baseline is None:
         from mneme_cc.replay.jit import Pipeline
 

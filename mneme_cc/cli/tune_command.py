@@ -56,14 +56,18 @@ def tune(
     seed: Annotated[Optional[int], typer.Option(help="Sampler seed.")] = None,
     out: Annotated[Optional[Path], typer.Option(help="Output directory (one instance only).")]
     = None,
+    verify: Annotated[Optional[Path], typer.Option(
+        help="Per-buffer verification policies as JSON (docs/replay.md) for every trial; "
+             "default: bitwise.")] = None,
     allow_numerics_change: Annotated[bool, typer.Option(
         "--allow-numerics-change",
         help="Also run configurations that change the build's floating-point numerics "
-             "(O0 pipelines, fp_contract, reassociation); by default a bitwise study "
-             "leaves them out.")] = False,
+             "(O0 pipelines, fp_contract, reassociation); a bitwise study leaves them out.")]
+    = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summaries as JSON.")] = False,
 ) -> None:
     """Search configurations of recorded instances; keep the best verified one."""
+    from mneme_cc.cli._options import policies_file
     from mneme_cc.errors import UsageError
     from mneme_cc.recorddb import RecordDB
     from mneme_cc.tune.samplers import SAMPLERS, parse_objectives
@@ -95,7 +99,7 @@ def tune(
             objectives=objectives, devices=_devices(devices), compile_workers=workers,
             trial_timeout=trial_timeout, iterations=iterations, warmup=warmup, storage=storage,
             study_name=study, resume=resume, seed=seed, out_dir=out,
-            allow_numerics_change=allow_numerics_change)
+            verify=policies_file(verify), allow_numerics_change=allow_numerics_change)
         summaries.append(_tune_one(inst, settings, Tuner, interactive))
     if not interactive:
         print(json.dumps(summaries if len(summaries) > 1 else summaries[0], indent=2))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.numerics import codegen_of
 
@@ -28,7 +29,7 @@ class BaselineCheck:
 
     @property
     def passed(self) -> bool:
-        return self.outcome in ("verified", "nondeterministic")
+        return self.outcome in oc.PASSED
 
 
 @dataclass
@@ -94,8 +95,7 @@ def check_instance(instance, *, iterations: int = 10, cache_dir=None) -> Instanc
             checks[name] = BaselineCheck(name, result.outcome, result.median_ms,
                                          _differing(result), result.failure or "")
     found = load(instance)
-    state = "unknown" if found is None else \
-        "deterministic" if found.deterministic else "nondeterministic"
+    state = found.state if found else "unknown"
     spreads = found.to_dict()["buffers"] if found else []
     return InstanceCheck(instance.name, instance.entry.get("demangled", instance.kernel_name),
                          state, spreads, checks)

@@ -65,7 +65,8 @@ class ReplayConfig:
     iterations: int = 20
     warmup: int = 3
     flush_l2: bool = False
-    verify: dict[str, Any] = field(default_factory=dict)  # per-buffer policies; {} bitwise
+    # Per-buffer policies; {}: bitwise, except buffers found nondeterministic.
+    verify: dict[str, Any] = field(default_factory=dict)
     # "original": the application's own kernel; "ir": the IR at the recorded
     # settings.  None: compile as this config says.
     baseline: str | None = None

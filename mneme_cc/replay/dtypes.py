@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from mneme_cc.replay import irtext
 from mneme_cc.replay.jit import llvm_binding
 
 _NUMPY = {"half": "float16", "float": "float32", "double": "float64", "i8": "int8",
@@ -37,30 +38,16 @@ def _scalar(ir_type: str, structs: dict[str, str], depth: int = 0) -> str | None
         return _scalar(m.group(1), structs, depth + 1)
     m = re.fullmatch(r"<?\{(.*)\}>?", ir_type)
     if m:
-        members = {_scalar(t, structs, depth + 1) for t in _members(m.group(1))}
+        members = {_scalar(t, structs, depth + 1) for t in irtext.split_top_level(m.group(1))}
         return members.pop() if len(members) == 1 else None
     return None
 
 
-def _members(inner: str) -> list[str]:
-    out, depth, current = [], 0, ""
-    for ch in inner:
-        depth += ch in "[{<"
-        depth -= ch in "]}>"
-        if ch == "," and depth == 0:
-            out.append(current)
-            current = ""
-        else:
-            current += ch
-    return [*out, current] if current.strip() else out
-
-
-def _promoted(instance) -> str:
-    """The kernel module with parameters out of their stack slots (SROA)."""
+def _promoted(bitcode: bytes, arch: str) -> str:
+    """The module with parameters out of their stack slots (SROA)."""
     llvm = llvm_binding()
-    module = instance.module
-    machine = llvm.Target.from_triple(module.triple).create_target_machine(
-        cpu=instance.device["arch"])
+    module = llvm.parse_bitcode(bitcode)
+    machine = llvm.Target.from_triple(module.triple).create_target_machine(cpu=arch)
     builder = llvm.create_pass_builder(machine, llvm.create_pipeline_tuning_options(
         speed_level=0))
     manager = llvm.create_new_module_pass_manager()
@@ -72,12 +59,11 @@ def _promoted(instance) -> str:
 
 def _function(text: str, name: str) -> tuple[list[str], str] | None:
     """(parameter names, body) of a function defined in the module text."""
-    m = re.search(rf"^define [^\n]*@{re.escape(name)}\((.*)\)[^\n]*\{{$", text, re.M)
-    if not m:
+    span = irtext.function_span(text, name)
+    if span is None:
         return None
-    params = [p.split()[-1] if p.split() else "" for p in
-              re.findall(r"[^,()]+(?:\([^)]*\))?[^,]*", m.group(1))]
-    return params, text[m.end():text.index("\n}\n", m.end())]
+    params = [p.split()[-1] if p.split() else "" for p in irtext.parameters(text[span[0]:span[1]])]
+    return params, text[span[1]:span[2]]
 
 
 def _types_of(text: str, function: str, param: int, structs: dict[str, str],
@@ -88,7 +74,9 @@ def _types_of(text: str, function: str, param: int, structs: dict[str, str],
     if found is None or param >= len(found[0]) or not found[0][param].startswith("%"):
         return set()
     params, body = found
-    pointer = rf"ptr(?: addrspace\(\d+\))?(?: noundef)? {re.escape(params[param])}\b"
+    # `ptr [addrspace(N)] [noundef nonnull align 4 ...] %name`, the name whole.
+    pointer = (rf"ptr(?: addrspace\(\d+\))?(?: [a-z_]+(?:\(\d+\))?| align \d+)*? "
+               rf"{re.escape(params[param])}{irtext.NAME_END}")
     seen = set(re.findall(rf"getelementptr (?:inbounds )?(?:nuw )?(?:nusw )?"
                           rf"({_TYPE}|{_AGGREGATE}), {pointer}", body))
     seen |= set(re.findall(rf"load ({_TYPE}), {pointer}", body))
@@ -97,23 +85,30 @@ def _types_of(text: str, function: str, param: int, structs: dict[str, str],
     seen |= set(re.findall(rf"cmpxchg (?:weak )?(?:volatile )?{pointer}, ({_TYPE}) ", body))
     scalars = {_scalar(t, structs) for t in seen}
     if depth < 3:  # passed on to a helper: its uses count too
-        for callee, args in re.findall(r"call [^@\n]*@([\w.$]+)\((.*)\)", body):
-            for position, arg in enumerate(_members(args)):
+        for callee, args in re.findall(r"call [^@\n]*@(\"[^\"]+\"|[\w.$-]+)\((.*)\)", body):
+            for position, arg in enumerate(irtext.split_top_level(args)):
                 if re.fullmatch(rf"\s*{pointer}\s*", arg):
-                    scalars |= _types_of(text, callee, position, structs, depth + 1)
+                    scalars |= _types_of(text, callee.strip('"'), position, structs, depth + 1)
     return scalars
 
 
 def pointer_dtypes(instance) -> dict[int, str]:
-    """Parameter index -> numpy dtype name, for pointers used as one type."""
-    text = _promoted(instance)
-    found = _function(text, instance.kernel_name)
+    """Parameter index -> numpy dtype name, for the instance's kernel's
+    pointers used as one type."""
+    bitcode = instance.db.kernel(instance.static_hash).bitcode()
+    return kernel_pointer_dtypes(bitcode, instance.kernel_name, instance.device["arch"])
+
+
+def kernel_pointer_dtypes(bitcode: bytes, kernel: str, arch: str) -> dict[int, str]:
+    """Parameter index -> numpy dtype name, for a kernel's pointers used as one type."""
+    text = _promoted(bitcode, arch)
+    found = _function(text, kernel)
     if found is None:
         return {}
     structs = dict(re.findall(r"^(%[\w.$\"]+) = type (.+)$", text, re.M))
     out = {}
     for index in range(len(found[0])):
-        scalars = _types_of(text, instance.kernel_name, index, structs)
+        scalars = _types_of(text, kernel, index, structs)
         if len(scalars) == 1 and None not in scalars:
             out[index] = _NUMPY[scalars.pop()]
     return out

@@ -5,8 +5,9 @@ chosen scalar arguments become constants, launch bounds become attributes);
 optimise (`default<O0..O3>` with clang's tuning options for the level, or a
 comma list of named passes); apply the build's contraction mode
 (mneme_cc.replay.numerics); generate PTX for the target arch. The
-transforms edit the module's text form: they touch only the kernel's
-definition line and body, and the verifier checks the result before
+transforms edit the module's text form (mneme_cc.replay.irtext):
+specialisation touches only the kernel's definition line and body, the
+numerics rules every function; the verifier checks the result before
 anything else runs.
 """
 
@@ -22,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 
 from mneme_cc.errors import UsageError
-from mneme_cc.replay import numerics
+from mneme_cc.replay import contraction, irtext, numerics
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.mutations import MUTATIONS
 from mneme_cc.replay.numerics import Codegen
@@ -31,14 +32,13 @@ from mneme_cc.replay.numerics import Codegen
 @functools.cache
 def llvm_binding():
     """llvmlite.binding with every target and asm printer ready (NVPTX among
-    them), and the one LLVM option clang sets for every CUDA device compile."""
+    them), with the LLVM option clang sets for every CUDA device compile and
+    NVPTX's FMA peephole off (replay runs it itself, contraction.fold_fma)."""
     import llvmlite.binding as llvm
 
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
     llvm.set_option("mneme", "-enable-memcpyopt-without-libcalls")
-    # The JIT runs this peephole itself, on the flags the build's IR had
-    # (mneme_cc.replay.numerics.fold_fma).
     llvm.set_option("mneme", "-disable-nvptx-ir-peephole")
     return llvm
 
@@ -111,32 +111,10 @@ _DIM_CALL = re.compile(
 
 def _kernel_span(text: str, name: str) -> tuple[int, int, int]:
     """(start of the define line, end of it, end of the body) of the kernel."""
-    m = re.search(rf"^define [^\n]*@{re.escape(name)}\(", text, re.M)
-    if not m:
+    span = irtext.function_span(text, name)
+    if span is None:
         raise UsageError(f"the recorded IR defines no kernel {name}")
-    line_end = text.index("\n", m.start())
-    body_end = text.index("\n}\n", line_end) + 2
-    return m.start(), line_end, body_end
-
-
-def _split_params(define_line: str) -> list[str]:
-    inner = define_line[define_line.index("(") + 1:]
-    depth, current, out = 0, "", []
-    for ch in inner:
-        if ch in "({[<":
-            depth += 1
-        elif ch in ")}]>":
-            if depth == 0:
-                break
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(current.strip())
-            current = ""
-        else:
-            current += ch
-    if current.strip():
-        out.append(current.strip())
-    return out
+    return span
 
 
 def _constant(ir_type: str, raw: bytes) -> str:
@@ -163,7 +141,7 @@ def specialize(text: str, launch: KernelLaunch, config: ReplayConfig) -> str:
     grid = config.grid or launch.grid
     block = config.block or launch.block
     if config.specialize_args:
-        params = _split_params(define)
+        params = irtext.parameters(define)
         for index in config.specialize_args:
             if index >= len(params) or index >= len(launch.params):
                 raise UsageError(f"specialize_args: the kernel has {len(params)} parameters, "
@@ -194,11 +172,11 @@ def specialize(text: str, launch: KernelLaunch, config: ReplayConfig) -> str:
         # LLVM reassociates floating-point operations that carry both flags
         # (nsz: a reordered sum may differ in the sign of a zero). Module-wide,
         # like fast-math: the kernel's helpers are inlined into it.
-        text = _FP_OP.sub(r"\1 reassoc nsz ", text)
+        text = _REASSOCIABLE.sub(r"\1 reassoc nsz ", text)
     return text
 
 
-_FP_OP = re.compile(r"(= (?:fadd|fsub|fmul))\s")
+_REASSOCIABLE = re.compile(r"(= (?:fadd|fsub|fmul))\s")
 
 
 def _optimize_apart(text: str, arch: str, features: str, config: ReplayConfig,
@@ -280,7 +258,7 @@ def compile_ptx(bitcode: bytes, launch: KernelLaunch | None, config: ReplayConfi
     if launch is not None:
         text = specialize(text, launch, config)
     if mode == "off" and codegen.contract != "off":
-        text = numerics.strip_contract(text)  # what the front end makes under -ffp-contract=off
+        text = contraction.strip_contract(text)  # what the front end makes under -ffp-contract=off
     module = llvm.parse_assembly(text)
     module.verify()
     seconds["transform"] = time.perf_counter() - t
@@ -309,18 +287,18 @@ def compile_ptx(bitcode: bytes, launch: KernelLaunch | None, config: ReplayConfi
             # NVPTX's IR peephole (off in llvm_binding), on the IR's own flags;
             # then the back end's -ffp-contract=fast, which llvmlite's target
             # machine cannot take, as flags on every operation.
-            text = numerics.fold_fma(text)
+            text = contraction.fold_fma(text)
             if mode == "fast":
-                text = numerics.mark_contract(text)
+                text = contraction.mark_contract(text)
         else:
-            text = numerics.fuse_like_backend(text)
+            text = contraction.fuse_like_backend(text)
         module = llvm.parse_assembly(text)
     seconds["contract"] = time.perf_counter() - t
 
     t = time.perf_counter()
     ptx = machine.emit_assembly(module)
     if config.pin_contraction:
-        ptx = numerics.pin_ptx(ptx)
+        ptx = contraction.pin_ptx(ptx)
     seconds["codegen"] = time.perf_counter() - t
     return JitResult(ptx, str(module), seconds, bisect_log)
 

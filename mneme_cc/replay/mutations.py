@@ -17,16 +17,17 @@ import re
 from collections.abc import Callable
 
 from mneme_cc.errors import UsageError
+from mneme_cc.replay import irtext
 
 _INVERSE = {"eq": "ne", "ne": "eq", "slt": "sge", "sge": "slt", "sgt": "sle", "sle": "sgt",
             "ult": "uge", "uge": "ult", "ugt": "ule", "ule": "ugt"}
 
 
 def _kernel_body(text: str, kernel: str) -> tuple[int, int]:
-    m = re.search(rf"^define [^\n]*@{re.escape(kernel)}\(", text, re.M)
-    if not m:
+    span = irtext.function_span(text, kernel)
+    if span is None:
         raise UsageError(f"the module defines no kernel {kernel}")
-    return m.start(), text.index("\n}\n", m.start()) + 2
+    return span[0], span[2]
 
 
 def flip_icmp(text: str, kernel: str) -> str:

@@ -2,13 +2,15 @@
 
 When a replay fails verification, the application's own kernel (or, when its
 image was not stored, the IR at the recorded settings) runs again from the
-same prologue, twice. A buffer whose content differs between those runs, or
-between them and the recording, is nondeterministic (floating-point atomics,
-races): it is reported with its spread, the largest absolute, relative and
-ULP differences among the three versions, and verified from then on under a
-tolerance derived from that spread (`TOLERANCE_FACTOR` times it), which a
-per-buffer policy for the same buffer overrides. A replay that passes only
-thanks to such a tolerance has the outcome `nondeterministic`.
+same prologue, `RUNS` times. A buffer whose content differs between those
+runs is nondeterministic (floating-point atomics, races): it is reported
+with its spread, the largest absolute, relative and ULP differences among
+the runs and the recording, and verified from then on under a tolerance
+derived from that spread (`TOLERANCE_FACTOR` times it), which a per-buffer
+policy for the same buffer overrides. A buffer that the runs reproduce
+among themselves but not as recorded is no nondeterminism: it stays a
+failure. A replay that passes only thanks to such a tolerance has the
+outcome `nondeterministic`.
 
 The finding is stored beside the recording, `fidelity/<instance>.json` in the
 database (docs/record-db.md), so that `mneme ls`, `mneme show`, `mneme check`
@@ -18,15 +20,17 @@ and every tuning process see it without running the kernel again.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mneme_cc.errors import RecordDBError
 from mneme_cc.replay.compare import diff_buffer
 
-RUNS = 2
+RUNS = 3
 TOLERANCE_FACTOR = 4
-DIRECTORY = "fidelity"
+#: A spread wider than this many ULPs is no rounding difference: no ULP bound.
+MAX_ULP = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -41,13 +45,15 @@ class Spread:
     max_ulp: int | None = None
 
     def policy(self) -> dict[str, Any] | None:
-        """The derived verification policy (None without a dtype)."""
+        """The derived verification policy (None without a dtype). A relative
+        spread against a recorded zero is infinite and bounds nothing: left out."""
         if self.dtype is None:
             return None
         policy: dict[str, Any] = {"dtype": self.dtype,
-                                  "abs": TOLERANCE_FACTOR * (self.max_abs or 0.0),
-                                  "rel": TOLERANCE_FACTOR * (self.max_rel or 0.0)}
-        if self.max_ulp is not None:
+                                  "abs": TOLERANCE_FACTOR * (self.max_abs or 0.0)}
+        if self.max_rel is not None and math.isfinite(self.max_rel):
+            policy["rel"] = TOLERANCE_FACTOR * self.max_rel
+        if self.max_ulp is not None and self.max_ulp <= MAX_ULP:
             policy["ulp"] = max(2, TOLERANCE_FACTOR * self.max_ulp)
         return policy
 
@@ -64,6 +70,10 @@ class Nondeterminism:
     def deterministic(self) -> bool:
         return not self.buffers
 
+    @property
+    def state(self) -> str:
+        return "deterministic" if self.deterministic else "nondeterministic"
+
     def policies(self) -> dict[str, dict[str, Any]]:
         """Buffer name -> derived policy, for the buffers that have one."""
         return {s.buffer: p for s in self.buffers if (p := s.policy()) is not None}
@@ -79,28 +89,45 @@ class Nondeterminism:
                 raise ValueError("not a version-1 fidelity record")
             buffers = [Spread(**s) for s in data["buffers"]]
             for s in buffers:
-                if not isinstance(s.buffer, str) or not isinstance(s.differing, int):
-                    raise ValueError("a buffer entry has the wrong types")
+                _check_spread(s)
             return cls(str(data["reference"]), int(data["runs"]), buffers)
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordDBError(f"{where}: malformed ({exc}); delete it and replay again") \
                 from None
 
 
-def spread(name: str, versions: list, dtype: str | None) -> Spread | None:
-    """The spread of one buffer over several versions (uint8 arrays), None if all agree."""
+def _check_spread(s: Spread) -> None:
+    def number(x, kind) -> bool:
+        return x is None or (isinstance(x, kind) and not isinstance(x, bool))
+
+    if not isinstance(s.buffer, str) or not number(s.differing, int) or \
+            not number(s.max_abs, (int, float)) or not number(s.max_rel, (int, float)) or \
+            not number(s.max_ulp, int) or (s.dtype is not None and s.dtype not in _DTYPES):
+        raise ValueError(f"the entry for {s.buffer!r} has fields of the wrong types")
+
+
+_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64")
+
+
+def spread(name: str, recorded, runs: list, dtype: str | None) -> Spread | None:
+    """The spread of one buffer (uint8 arrays) over the runs and the recording;
+    None when the runs agree among themselves (deterministic, right or wrong)."""
+    if all((run == runs[0]).all() for run in runs[1:]):
+        return None
+    versions = [recorded, *runs]
     pairs = [(a, b) for i, a in enumerate(versions) for b in versions[i + 1:]]
     stats = [diff_buffer(name, 0, a, b, dtype) for a, b in pairs]
-    if all(s.same for s in stats):
-        return None
 
     def worst(attr: str):
         values = [getattr(s, attr) for s in stats if getattr(s, attr) is not None]
         return max(values) if values else None
 
+    def finite(x):  # JSON has no infinity; an unbounded spread bounds nothing anyway
+        return x if x is None or math.isfinite(x) else None
+
     differing = max(s.differing if dtype else s.bytes_differing for s in stats)
-    return Spread(name, dtype, int(differing), worst("max_abs"), worst("max_rel"),
-                  worst("max_ulp"))
+    return Spread(name, dtype, int(differing), finite(worst("max_abs")),
+                  finite(worst("max_rel")), worst("max_ulp"))
 
 
 def load(instance) -> Nondeterminism | None:
@@ -108,14 +135,12 @@ def load(instance) -> Nondeterminism | None:
     data = instance.fidelity()
     if data is None:
         return None
-    return Nondeterminism.from_dict(data, f"{instance.db.path / DIRECTORY / instance.name}.json")
+    return Nondeterminism.from_dict(data, str(instance.fidelity_path))
 
 
 def store(instance, finding: Nondeterminism) -> None:
     """Writes the finding into the database (whole or not at all)."""
     from mneme_cc.fileio import write_text_atomic
 
-    directory = instance.db.path / DIRECTORY
-    directory.mkdir(exist_ok=True)
-    write_text_atomic(directory / f"{instance.name}.json",
-                      json.dumps(finding.to_dict(), indent=2) + "\n")
+    instance.fidelity_path.parent.mkdir(exist_ok=True)
+    write_text_atomic(instance.fidelity_path, json.dumps(finding.to_dict(), indent=2) + "\n")

@@ -1,6 +1,8 @@
 """Verification: a replayed buffer against the recorded epilogue.
 
-Bitwise by default. A policy for a buffer (from `ReplayConfig.verify`) is
+Bitwise by default (a buffer found nondeterministic gets a policy derived from
+its spread, mneme_cc.replay.nondeterminism). A policy for a buffer (from
+`ReplayConfig.verify`, which wins over a derived one) is
 addressed by the allocation's address (`"0x200000000000"`), by a kernel
 argument that points into it (`"arg:2"`), or by a global's name, and says:
 

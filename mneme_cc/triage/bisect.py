@@ -30,6 +30,7 @@ from typing import Any
 from mneme_cc.errors import UsageError
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.device import DeviceError
+from mneme_cc.replay import irtext
 from mneme_cc.replay.jit import Pipeline
 
 _BISECT_LINE = re.compile(r"BISECT: (?:NOT )?running pass \((\d+)\) (.+?) on (.+)$")
@@ -52,10 +53,7 @@ class Finding:
 
 def _function_text(ir: str, name: str) -> str:
     """One function's definition, or the whole module when it is not found."""
-    m = re.search(rf"^define [^\n]*@{re.escape(name)}\(", ir, re.M)
-    if not m:
-        return ir
-    return ir[m.start():ir.index("\n}\n", m.start()) + 3]
+    return irtext.function_text(ir, name) or ir
 
 
 class Bisector:
@@ -118,32 +116,32 @@ class Bisector:
 
     def _numerics(self) -> Finding | None:
         """Stage 0: a setting that changes the build's numerics, put back alone."""
-        from mneme_cc.replay.numerics import codegen_of, numerics_changes
+        from mneme_cc.replay.numerics import changes, codegen_of
 
         kernel = self.instance.db.kernel(self.instance.static_hash)
         if not kernel.has_ir:
             return None
         codegen = codegen_of(kernel)
-        reasons = numerics_changes(self.config, codegen)
-        if not reasons:
+        found = dict(changes(self.config, codegen))
+        if not found:
             return None
-        restore = {"fp_contract": {"fp_contract": None},
-                   "fp_reassociate": {"fp_reassociate": False},
-                   "ptxas contraction": {"pin_contraction": True},
-                   "code generation level": {"codegen_opt_level": codegen.level}}
-        for name, change in restore.items():
-            candidate = dataclasses.replace(self.config, **change)
-            if candidate == self.config or len(numerics_changes(candidate, codegen)) >= len(
-                    reasons):
-                continue
-            if self.verifies(candidate, f"{name} as the build had it"):
+        reasons = "; ".join(found.values())
+        restore = {"fp_contract": ("fp_contract", {"fp_contract": None}),
+                   "fp_reassociate": ("fp_reassociate", {"fp_reassociate": False}),
+                   "ptxas": ("ptxas contraction", {"pin_contraction": True}),
+                   "codegen_level": ("code generation level",
+                                     {"codegen_opt_level": codegen.level})}
+        for code, (name, change) in restore.items():
+            if code in found and self.verifies(dataclasses.replace(self.config, **change),
+                                               f"{name} as the build had it"):
                 return self._finding("numerics", name, message=(
                     f"a numerics change, not a miscompile: with {name} as the application's "
-                    f"build had it the configuration verifies ({'; '.join(reasons)})"))
-        if all(r.startswith("the ") for r in reasons):  # the pipeline's level alone
+                    f"build had it the configuration verifies ({reasons})"))
+        if set(found) == {"pipeline_level"}:
             return self._finding("numerics", "pipeline level", message=(
-                f"{reasons[0]}: rounding is expected to differ. mneme diff shows by how much "
-                "(a few ULPs: contraction; more: look for a miscompile with a pass list)"))
+                f"{found['pipeline_level']}: rounding is expected to differ. mneme diff shows by "
+                "how much (a few ULPs: contraction; more: look for a miscompile with a pass "
+                "list)"))
         return None
 
     def _smallest_failing(self, low: int, high: int, fails) -> int:

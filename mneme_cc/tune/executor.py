@@ -6,7 +6,7 @@ process pool and run by one worker process per GPU.
         results = [f.result() for f in futures]      # TrialResult each
 
 Each GPU worker restores the instance once and replays what it is sent.
-Every trial ends in one outcome (mneme_cc.tune.outcome). A trial that runs
+Every trial ends in one outcome (mneme_cc.replay.outcome). A trial that runs
 past `trial_timeout` gets its worker killed; a kernel fault or a dead worker
 is a runtime_error; either way a fresh worker takes over and the executor
 goes on.
@@ -27,7 +27,7 @@ from typing import Any
 
 from mneme_cc.errors import MnemeError
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.tune import outcome as oc
+from mneme_cc.replay import outcome as oc
 
 _SPAWN = multiprocessing.get_context("spawn")  # CUDA state must not be forked
 

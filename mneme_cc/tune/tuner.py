@@ -24,7 +24,7 @@ from mneme_cc.errors import UsageError
 from mneme_cc.fileio import write_text_atomic
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.tune import need_optuna
-from mneme_cc.tune import outcome as oc
+from mneme_cc.replay import outcome as oc
 from mneme_cc.tune.executor import ReplayExecutor, TrialResult
 from mneme_cc.tune.properties import DeviceProperties
 from mneme_cc.tune.samplers import OBJECTIVES, make_sampler
@@ -56,8 +56,9 @@ class TuneSettings:
     seed: int | None = None
     out_dir: Path | None = None            # default: <database>/tune/<study>
     cache_dir: Path | None = None
-    # Run configurations that change the build's numerics (they verify under
-    # the study's policies, bitwise without any).
+    # Per-buffer verification policies for every trial (docs/replay.md); {}: bitwise.
+    verify: dict[str, Any] = field(default_factory=dict)
+    # Run configurations that change the build's numerics in a bitwise study too.
     allow_numerics_change: bool = False
 
 
@@ -73,6 +74,13 @@ class Tuner:
         self.props = props or DeviceProperties.query(settings.devices[0])
         self.space: SearchSpace = load_space(settings.space, instance, self.props)
         self.space.run = {"iterations": settings.iterations, "warmup": settings.warmup}
+        if settings.verify:
+            from mneme_cc.replay.verify import policies_for
+
+            # A policy naming no buffer of this instance is an error before any study exists.
+            policies_for(settings.verify, instance.params, instance.args,
+                         instance.prologue.allocations)
+            self.space.run["verify"] = settings.verify
         self.name = settings.study_name or f"{instance.name}-{settings.space.replace('/', '_')}"
         self.out = Path(settings.out_dir or instance.db.path / "tune" / self.name)
         self.out.mkdir(parents=True, exist_ok=True)

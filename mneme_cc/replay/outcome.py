@@ -1,4 +1,4 @@
-"""The failure taxonomy: every trial ends in exactly one outcome.
+"""The outcomes: every replay, and every tuning trial, ends in exactly one.
 
     verified             the first launch reproduced the epilogue; the time counts
     nondeterministic     it reproduced the epilogue except for buffers that differ
@@ -11,8 +11,9 @@
                          worker died; the worker is replaced
     timeout              the trial ran past its time limit; the worker is killed
 
-Only `verified` and `nondeterministic` trials have a time, and only they can
-be best. A configuration that would change the build's numerics in a study
+A replay ends in one of the first three (mneme_cc.replay.Replayer); a trial
+in any (mneme_cc.tune). Only `verified` and `nondeterministic` trials have a
+time, and only they can be best. A configuration that would change the build's numerics in a study
 that verifies bit for bit is not run at all: its trial is pruned and counted
 as `numerics_changing`.
 """
