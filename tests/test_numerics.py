@@ -242,6 +242,16 @@ def test_malformed_codegen_in_a_binary_is_one_line(tmp_path, codegen, message):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_a_bitwise_study_runs_pass_lists_and_pins_ptxas():
+    from mneme_cc.replay.numerics import for_bitwise_study
+
+    fast = Codegen()
+    config, why = for_bitwise_study(ReplayConfig(pipeline="sroa,gvn", ptxas_opt_level=1), fast)
+    assert why is None and config.pin_contraction
+    config, why = for_bitwise_study(ReplayConfig(pipeline="default<O0>"), fast)
+    assert why.startswith("numerics-changing: the default<O0> pipeline")
+
+
 def test_an_unknown_contraction_mode_is_refused():
     from mneme_cc.errors import UsageError
 

@@ -251,11 +251,17 @@ def numerics_changes(config, codegen: Codegen) -> list[str]:
 def for_bitwise_study(config, codegen: Codegen):
     """(config, None) when a config may run in a study that verifies bit for
     bit, pinned where pinning keeps the build's numerics (ptxas levels);
-    (config, why) when it changes them and must be left out. The config
-    comes back grounded."""
-    found = changes(config, codegen)
+    (config, why) when it changes them and must be left out. Pass lists run:
+    they may well keep the rounding. The config comes back grounded."""
+    found = [(code, reason) for code, reason in changes(config, codegen)
+             if code not in _MAY_CHANGE]
     if found and {code for code, _ in found} == {"ptxas"}:
         config = dataclasses.replace(config, pin_contraction=True)
-        found = changes(config, codegen)
+        found = [c for c in changes(config, codegen) if c[0] not in _MAY_CHANGE]
     reason = "numerics-changing: " + "; ".join(r for _, r in found) if found else None
     return config.grounded(), reason
+
+
+#: Changes that may leave the rounding as it was: a study runs them, and a
+#: failure says what they changed.
+_MAY_CHANGE = {"pass_list"}
