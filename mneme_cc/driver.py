@@ -54,14 +54,19 @@ class Invocation:
     names_cudart: bool = False
 
 
-def _expand_response_files(args: list[str]) -> list[str]:
-    """Arguments with `@file` read (for analysis only; clang gets the original)."""
+def _expand_response_files(args: list[str], depth: int = 0) -> list[str]:
+    """Arguments with `@file` read, nested ones too (for analysis only; clang
+    gets the original and reports its own errors)."""
     import shlex
 
     out: list[str] = []
     for arg in args:
-        if arg.startswith("@") and Path(arg[1:]).is_file():
-            out.extend(shlex.split(Path(arg[1:]).read_text()))
+        if arg.startswith("@") and Path(arg[1:]).is_file() and depth < 16:
+            try:
+                inner = shlex.split(Path(arg[1:]).read_text(errors="replace"))
+            except ValueError as exc:  # an unbalanced quote
+                raise MnemeError(f"response file {arg[1:]}: {exc}") from None
+            out.extend(_expand_response_files(inner, depth + 1))
         else:
             out.append(arg)
     return out
@@ -84,6 +89,8 @@ def analyse(args: list[str]) -> Invocation:
             language = None if value == "none" else value
         elif arg.startswith("-x") and len(arg) > 2:
             language = None if arg[2:] == "none" else arg[2:]
+        elif arg.startswith("--language="):
+            language = None if arg[11:] == "none" else arg[11:]
         if arg in ("-lcudart", "-lcudart_static") or arg.endswith("libcudart_static.a") or (
                 arg == "-l" and value in ("cudart", "cudart_static")):
             inv.names_cudart = True

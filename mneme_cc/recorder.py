@@ -53,16 +53,28 @@ class RecordSettings:
 
     def validate(self) -> None:
         if self.kernels is not None:
-            try:
-                re.compile(self.kernels)
-            except re.error as exc:
-                raise UsageError(f"--kernels '{self.kernels}' is not a valid regex: {exc}") from None
+            from mneme_cc import _native
+
+            # The recorder's engine, not Python's: `(?i)x` is Python only.
+            error = _native.regex_error(self.kernels)
+            if error:
+                raise UsageError(f"--kernels '{self.kernels}' is not a regex the recorder "
+                                 f"reads (ECMAScript): {error}")
         if self.skip < 0 or self.max_instances < 1:
             raise UsageError("--skip must be >= 0 and --max-instances >= 1")
-        if self.ranks is not None and not _RANKS.match(self.ranks):
+        if self.ranks is not None and (not _RANKS.match(self.ranks) or any(
+                int(a) > int(b) for a, _, b in (r.partition("-") for r in self.ranks.split(","))
+                if b)):
             raise UsageError(f"--ranks '{self.ranks}' is not a rank list (e.g. 0,2-3)")
-        if self.va_base is not None and self.va_base % (2 << 20):
-            raise UsageError(f"--va-base {self.va_base:#x} is not a multiple of 2 MiB")
+        if self.va_base is not None and (self.va_base <= 0 or self.va_base % (2 << 20)
+                                         or self.va_base >= 1 << 47):
+            raise UsageError(f"--va-base {self.va_base:#x} is not a user-space address that "
+                             "is a multiple of 2 MiB")
+        if self.vass is not None and not 0 < self.vass < 1 << 47:
+            raise UsageError(f"--vass {self.vass} is not a size of virtual address space "
+                             "(more than 0, less than 128 TiB)")
+        if self.zstd_level is not None and not 0 <= self.zstd_level <= 19:
+            raise UsageError(f"--zstd-level {self.zstd_level} is not a zstd level (0, raw, to 19)")
         if self.chunk_size is not None and (self.chunk_size < 4096 or self.chunk_size % 8):
             raise UsageError("--chunk-size must be a multiple of 8, at least 4096")
 

@@ -101,6 +101,9 @@ def default_cuda_archs() -> list[str]:
     if not value:
         return [DEFAULT_CUDA_ARCH]
     archs = [a.strip() for a in value.split(",") if a.strip()]
+    if not archs:
+        raise UsageError(f"MNEME_CUDA_ARCH='{value}' names no GPU arch (e.g. sm_90 or "
+                         "sm_80,sm_90); unset it for the default")
     for arch in archs:
         if not _ARCH_PATTERN.fullmatch(arch):
             raise UsageError(

@@ -24,6 +24,7 @@ VARIANT = SAMPLES / "variant.cu"
     (["a.o", "b.o", "-o", "app", "-L", "lib", "-l", "m"], ["a.o", "b.o"], [], True),
     (["--version"], [], [], False),
     (["-E", "a.cu"], ["a.cu"], ["a.cu"], False),
+    (["--language=cuda", "-c", "a.cpp"], ["a.cpp"], ["a.cpp"], False),
 ])
 def test_analyse_finds_inputs_cuda_and_linking(args, inputs, cuda, links):
     inv = driver.analyse(args)
@@ -105,6 +106,24 @@ def test_unknown_arch_in_mneme_cuda_arch(tmp_path):
     proc = run(["mneme-cxx", "-c", str(VARIANT), "-DVARIANT=1", "-o", str(tmp_path / "v.o")],
                env=tool_env(MNEME_CUDA_ARCH="sm_9x"), check=False)
     one_line_error(proc, "mneme-cxx: error:", "MNEME_CUDA_ARCH", "sm_9x")
+
+
+def test_an_empty_mneme_cuda_arch(tmp_path):
+    proc = run(["mneme-cxx", "-c", str(VARIANT), "-DVARIANT=1", "-o", str(tmp_path / "v.o")],
+               env=tool_env(MNEME_CUDA_ARCH=","), check=False)
+    one_line_error(proc, "mneme-cxx: error:", "MNEME_CUDA_ARCH=','", "names no GPU arch")
+
+
+def test_response_files_nested_and_broken(tmp_path):
+    inner = tmp_path / "inner.rsp"
+    inner.write_text(f"-c {VARIANT}")
+    outer = tmp_path / "outer.rsp"
+    outer.write_text(f"-DVARIANT=1 @{inner}")
+    assert driver.analyse([f"@{outer}", "-o", "v.o"]).cuda_inputs == [str(VARIANT)]
+    broken = tmp_path / "broken.rsp"
+    broken.write_text('-c "a.cu')
+    proc = run(["mneme-cxx", f"@{broken}"], check=False)
+    one_line_error(proc, "mneme-cxx: error:", "response file", "No closing quotation")
 
 
 def test_unknown_arch_on_the_command_line(tmp_path):

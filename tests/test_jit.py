@@ -15,7 +15,7 @@ from conftest import EXAMPLES, run
 from mneme_cc.embedded import read_embedded_modules
 from mneme_cc.errors import UsageError
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.jit import KernelLaunch, Pipeline, compile_ptx
+from mneme_cc.replay.jit import KernelLaunch, Pipeline, compile_ptx, llvm_binding
 from mneme_cc.replay.numerics import Codegen
 
 KERNEL = "_Z10vector_addPKfS0_Pfi"
@@ -286,3 +286,23 @@ def test_fp_reassociation_flags_every_float_operation(bitcode):
     adds = re.findall(r"= fadd ([^%]*)", plain.ir)
     assert adds and all("reassoc" not in a for a in adds)
     assert re.findall(r"= fadd ([^%]*)", loose.ir) == [f"reassoc nsz {a}" for a in adds]
+
+
+@pytest.mark.parametrize("flags", [["-O0", "-g"], ["-O3", "-gline-tables-only"]])
+def test_debug_builds_compile_at_every_ptxas_level(tmp_path, flags):
+    """ptxas refuses optimised debugging: replay strips the debug information
+    unless asked to keep it, and then runs ptxas at -O0 with -lineinfo."""
+    from mneme_cc.replay.compiler import compile_kernel
+
+    obj = tmp_path / "vector_add.o"
+    run(["mneme-cxx", *flags, "-c", str(EXAMPLES / "vector_add" / "vector_add.cu"), "-o",
+         str(obj)])
+    (module,) = read_embedded_modules(obj)
+    codegen = Codegen.from_module(module.metadata, module.bitcode)
+    assert "!dbg" in str(llvm_binding().parse_bitcode(module.bitcode))
+    stripped = compile_kernel(module.bitcode, "irhash", LAUNCH, ReplayConfig(ptxas_opt_level=3),
+                              "sm_90", codegen, cache_dir=tmp_path)
+    assert stripped.cubin[:4] == b"\x7fELF" and ".loc" not in stripped.ptx
+    kept = compile_kernel(module.bitcode, "irhash", LAUNCH, ReplayConfig(keep_debug_info=True),
+                          "sm_90", codegen, cache_dir=tmp_path)
+    assert kept.cubin[:4] == b"\x7fELF" and ".loc" in kept.ptx

@@ -271,10 +271,15 @@ def test_ls_rejects_what_is_not_a_database(tmp_path):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--kernels", "("], "not a valid regex"),
+    (["--kernels", "("], "not a regex the recorder reads"),
+    (["--kernels", "(?i)spmv"], "not a regex the recorder reads (ECMAScript)"),
+    (["--ranks", "3-1"], "not a rank list"),
+    (["--va-base", "0"], "not a user-space address"),
+    (["--vass", "99999999T"], "not a size of virtual address space"),
+    (["--zstd-level", "99"], "not a zstd level"),
     (["--ranks", "0,x"], "not a rank list"),
     (["--vass", "lots"], "not a size"),
-    (["--va-base", "0x1234"], "not a multiple of 2 MiB"),
+    (["--va-base", "0x1234"], "that is a multiple of 2 MiB"),
     (["--max-instances", "0"], "--max-instances >= 1"),
 ])
 def test_record_rejects_bad_flags(tmp_path, flags, message):

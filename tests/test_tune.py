@@ -205,6 +205,40 @@ def test_a_study_resumes_and_refuses_to_restart_silently(instance, tmp_path):
     assert len(lines) == 10
 
 
+def test_trials_of_a_killed_process_are_reclaimed_on_resume(instance, tmp_path):
+    """A process killed mid-study leaves RUNNING trials; the next start fails
+    them as stale, runs their combinations again and does not count them."""
+    import socket
+    import subprocess
+
+    tuner, _ = tune(instance, tmp_path, space="quick", sampler="exhaustive", trials=8)
+    total = len(list(tuner.space.combinations()))
+    assert total > 8
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid that no longer runs
+    study = tuner.study
+    left = []
+    for params in list(tuner.space.combinations())[8:11]:  # what the killed process asked for
+        study.enqueue_trial(params)
+        trial = study.ask()
+        trial.set_user_attr("owner", {"host": socket.gethostname(), "pid": dead.pid,
+                                      "start": None})
+        left.append(trial)
+    state = tuner.state
+    assert len(study.get_trials(states=(state.RUNNING,))) == 3
+    tuner, _ = tune(instance, tmp_path, space="quick", sampler="exhaustive", trials=total,
+                    resume=True)
+    trials = tuner.study.get_trials()
+    assert not [t for t in trials if t.state == state.RUNNING]
+    stale = [t for t in trials if "stale" in t.user_attrs]
+    assert sorted(t.number for t in stale) == [t.number for t in left]
+    assert all(t.state == state.FAIL for t in stale)
+    evaluated = [json.loads(line)["params"] for line in
+                 (tmp_path / "study" / "trials.jsonl").read_text().splitlines()]
+    assert len(evaluated) == total  # every combination once, the reclaimed ones too
+    assert len({json.dumps(p, sort_keys=True) for p in evaluated}) == total
+
+
 def test_several_objectives_keep_a_pareto_front(instance, tmp_path):
     tuner, summary = tune(instance, tmp_path, space="quick", sampler="nsga2",
                           objectives=["time", "registers"], trials=12)
@@ -300,6 +334,10 @@ def test_a_malformed_best_json_is_one_line(tmp_path):
     (["--objective", "speed"], "unknown objective"),
     (["--trials", "0"], "--trials must be at least 1"),
     (["-rid", "nope"], "no instance in"),
+    (["--timeout", "-5"], "--timeout must be a positive number of seconds, not -5.0"),
+    (["--trial-timeout", "0"], "--trial-timeout must be a positive number"),
+    (["--workers", "-4"], "--workers must be at least 1, not -4"),
+    (["--seed", "-1"], "--seed must be at least 0, not -1"),
 ])
 def test_bad_tune_input(instance, args, message):
     result = run(["mneme", "tune", "-rdb", str(instance.db.path), *args], check=False)

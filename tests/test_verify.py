@@ -71,3 +71,11 @@ def test_policies_address_buffers_by_argument_and_address():
         Policy.parse({"abs": 1e-3}, "x")
     with pytest.raises(UsageError, match="norm must be"):
         Policy.parse({"dtype": "float32", "norm": "l7"}, "x")
+    with pytest.raises(UsageError, match="arg:N takes a parameter index"):
+        policies_for({"arg:x": {"dtype": "float32"}}, params, args, regions)
+    with pytest.raises(UsageError, match="not a hex address"):
+        policies_for({"0xZZ": {"dtype": "float32"}}, params, args, regions)
+    with pytest.raises(UsageError, match="not an object of fields"):
+        policies_for({"arg:0": 5}, params, args, regions)
+    with pytest.raises(UsageError, match="abs, rel and ulp are numbers >= 0"):
+        Policy.parse({"dtype": "float32", "abs": "big"}, "x")

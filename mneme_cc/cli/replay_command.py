@@ -114,6 +114,10 @@ def replay(
     pin_contraction: Annotated[bool, typer.Option(
         help="Write unfused f32/f64 add/sub/mul as .rn so that no ptxas level fuses them.")]
     = False,
+    keep_debug_info: Annotated[bool, typer.Option(
+        help="Keep the IR's debug information (-g builds); ptxas then runs at -O0 with "
+             "-lineinfo. By default it is stripped: ptxas refuses optimised debugging.")]
+    = False,
     min_blocks: Annotated[Optional[int], typer.Option(help="Min blocks per SM (launch bounds).")] = None,
     max_registers: Annotated[Optional[int], typer.Option(help="ptxas -maxrregcount.")] = None,
     ptxas_opt: Annotated[int, typer.Option("--ptxas-O", help="ptxas -O level.")] = 3,
@@ -145,7 +149,8 @@ def replay(
                                                      "a list of parameter indices"),
             specialize_dims=specialize_dims, launch_bounds=launch_bounds,
             fp_reassociate=fp_reassociate, fp_contract=fp_contract,
-            pin_contraction=pin_contraction, min_blocks_per_sm=min_blocks, iterations=iterations, warmup=warmup,
+            pin_contraction=pin_contraction, keep_debug_info=keep_debug_info,
+            min_blocks_per_sm=min_blocks, iterations=iterations, warmup=warmup,
             baseline=baseline, verify=policies_file(verify), flush_l2=flush_l2)
     if config.baseline is None:
         from mneme_cc.replay.jit import Pipeline

@@ -78,6 +78,13 @@ def tune(
         raise UsageError(f"unknown sampler '{sampler}': use one of {', '.join(SAMPLERS)}")
     if trials < 1:
         raise UsageError("--trials must be at least 1")
+    for flag, seconds in (("--timeout", timeout), ("--trial-timeout", trial_timeout)):
+        if seconds is not None and not seconds > 0:
+            raise UsageError(f"{flag} must be a positive number of seconds, not {seconds}")
+    for flag, value, least in (("--workers", workers, 1), ("--seed", seed, 0),
+                               ("--iterations", iterations, 1), ("--warmup", warmup, 0)):
+        if value is not None and value < least:
+            raise UsageError(f"{flag} must be at least {least}, not {value}")
     db = RecordDB(database)
     if rid or kernel:
         from mneme_cc.cli.replay_command import find_instance

@@ -60,6 +60,9 @@ class ReplayConfig:
     # keeps the application's build's (mneme_cc.replay.numerics).
     fp_contract: str | None = None
     pin_contraction: bool = False           # unfused f32/f64 add/sub/mul as .rn for ptxas
+    # Debug information (from -g, -gline-tables-only builds) is stripped: ptxas
+    # refuses optimised debugging. Kept, ptxas runs at -O0 with -lineinfo.
+    keep_debug_info: bool = False
     opt_bisect_limit: int | None = None     # run only the first N optional passes (triage)
     # Running and checking.
     iterations: int = 20
@@ -157,7 +160,7 @@ class ReplayConfig:
     COMPILE_FIELDS = ("pipeline", "tuning", "codegen_opt_level", "ptxas_opt_level", "max_registers",
                       "specialize_args", "specialize_dims", "launch_bounds", "max_threads",
                       "min_blocks_per_sm", "fp_reassociate", "fp_contract", "pin_contraction",
-                      "opt_bisect_limit")
+                      "keep_debug_info", "opt_bisect_limit")
 
     def compile_fields(self) -> dict[str, Any]:
         grounded = self.grounded()

@@ -41,7 +41,10 @@ def _nvjitlink():
 
 
 def ptxas_options(config: ReplayConfig, arch: str) -> list[str]:
-    options = [f"-arch={arch}", f"-Xptxas=-O{config.ptxas_opt_level}", "-verbose"]
+    if config.keep_debug_info:  # ptxas debugs only what it does not optimise
+        options = [f"-arch={arch}", "-Xptxas=-O0", "-lineinfo", "-verbose"]
+    else:
+        options = [f"-arch={arch}", f"-Xptxas=-O{config.ptxas_opt_level}", "-verbose"]
     if config.max_registers is not None:
         options.append(f"-maxrregcount={config.max_registers}")
     return options

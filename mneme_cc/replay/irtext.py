@@ -99,3 +99,15 @@ def declare(text: str, name: str, declaration: str) -> str:
                                                re.M):
         text += f"\n{declaration}\n"
     return text
+
+
+def strip_debug_info(text: str) -> str:
+    """The module without debug information: debug records, `!dbg`
+    attachments and the compile unit go; what they referred to is left
+    unreferenced, which LLVM accepts."""
+    text = re.sub(r"^\s*#dbg_\w+\(.*\n", "", text, flags=re.M)
+    text = re.sub(r", !dbg !\d+", "", text)
+    text = re.sub(r" !dbg !\d+(?= \{$)", "", text, flags=re.M)  # a function's subprogram
+    text = re.sub(r"^!llvm\.dbg\.cu = .*\n", "", text, flags=re.M)
+    # Declarations of the debug intrinsics' older spelling lose their callers too.
+    return re.sub(r"^\s*(?:tail )?call void @llvm\.dbg\.\w+\(.*\n", "", text, flags=re.M)

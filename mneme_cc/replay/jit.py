@@ -255,6 +255,8 @@ def compile_ptx(bitcode: bytes, launch: KernelLaunch | None, config: ReplayConfi
 
     t = time.perf_counter()
     mode = numerics.contract_mode(config, codegen)
+    if not config.keep_debug_info:
+        text = irtext.strip_debug_info(text)
     if launch is not None:
         text = specialize(text, launch, config)
     if mode == "off" and codegen.contract != "off":

@@ -43,6 +43,12 @@ class Policy:
             raise UsageError(f"verification policy for {where}: unknown field(s) "
                              f"{', '.join(sorted(unknown))} (known: {', '.join(sorted(POLICY_FIELDS))})")
         policy = cls(**spec)
+        numbers = (policy.abs, policy.rel, policy.ulp)
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0
+                   for x in numbers) or not isinstance(policy.norm, str) or \
+                (policy.dtype is not None and not isinstance(policy.dtype, str)):
+            raise UsageError(f"verification policy for {where}: abs, rel and ulp are numbers "
+                             ">= 0, dtype and norm names")
         if policy.norm not in NORMS:
             raise UsageError(f"verification policy for {where}: norm must be one of "
                              f"{', '.join(NORMS)}")
@@ -127,7 +133,11 @@ def policies_for(spec: dict[str, Any], params: list[dict[str, int]], args: bytes
     out = {}
     for key, value in spec.items():
         target = key
+        if not isinstance(value, dict):
+            raise UsageError(f"verification policy '{key}': not an object of fields")
         if key.startswith("arg:"):
+            if not key[4:].isdigit():
+                raise UsageError(f"verification policy '{key}': arg:N takes a parameter index")
             index = int(key[4:])
             if index >= len(params) or params[index]["size"] != 8:
                 raise UsageError(f"verification policy '{key}': parameter {index} is not a pointer")
@@ -138,6 +148,9 @@ def policies_for(spec: dict[str, Any], params: list[dict[str, int]], args: bytes
                 raise UsageError(f"verification policy '{key}': it points into no allocation")
             target = f"allocation {owners[0].address:#x}"
         elif key.startswith("0x"):
-            target = f"allocation {int(key, 16):#x}"
+            try:
+                target = f"allocation {int(key, 16):#x}"
+            except ValueError:
+                raise UsageError(f"verification policy '{key}': not a hex address") from None
         out[target] = Policy.parse(value, key)
     return out

@@ -38,6 +38,36 @@ def _params_key(params: dict[str, Any]) -> str:
     return json.dumps(params, sort_keys=True, default=str)
 
 
+def _start_time(pid: int) -> str | None:
+    """A process's start time (field 22 of /proc/PID/stat): with the pid it
+    names the process even after the pid is reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2:].split()[19]
+
+
+def _this_process() -> dict[str, Any]:
+    import socket
+
+    return {"host": socket.gethostname(), "pid": os.getpid(), "start": _start_time(os.getpid())}
+
+
+def _running(owner: dict[str, Any]) -> bool:
+    """Whether the process that owns a trial still runs (on this host)."""
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's: alive
+    return owner.get("start") is None or _start_time(pid) == owner.get("start")
+
+
 @dataclass
 class TuneSettings:
     space: str = "standard"
@@ -100,6 +130,8 @@ class Tuner:
             sampler=make_sampler(settings.sampler, len(directions), settings.seed))
         self.study_id = storage.get_study_id_from_name(self.name)
         self.counts: Counter[str] = Counter()
+        self.owner = _this_process()
+        self.stale = 0
         self.results: dict[str, TrialResult] = {}   # grounded config key -> result
         # Trials whose config equals one still running: told when it finishes.
         self.waiting: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
@@ -199,7 +231,8 @@ class Tuner:
 
     def _may_ask(self, trials: int) -> bool:
         state = self.state
-        if self._study_size(state.RUNNING, state.COMPLETE, state.PRUNED, state.FAIL) >= trials:
+        size = self._study_size(state.RUNNING, state.COMPLETE, state.PRUNED, state.FAIL)
+        if size - self.stale >= trials:  # a trial whose process died does not count
             return False
         # Exhaustive: only the enqueued combinations, never a random extra.
         return self.settings.sampler != "exhaustive" or self._study_size(state.WAITING) > 0
@@ -210,10 +243,28 @@ class Tuner:
                                                                         trial.number)
         return "fixed_params" in self.storage.get_trial_system_attrs(trial_id)
 
+    def _reclaim_stale(self) -> int:
+        """Trials left RUNNING by a process of this host that has ended (killed,
+        crashed) become FAIL, marked `stale`, and an exhaustive study's
+        combination is queued again. Returns how many trials of the study are
+        stale (they do not count toward --trials)."""
+        state = self.state
+        for t in self.study.get_trials(deepcopy=False, states=(state.RUNNING,)):
+            owner = t.user_attrs.get("owner") or {}
+            if owner.get("host") != self.owner["host"] or _running(owner):
+                continue
+            self.storage.set_trial_user_attr(t._trial_id, "stale",
+                                             "its process ended before it finished")
+            self.storage.set_trial_state_values(t._trial_id, state=state.FAIL)
+            if "fixed_params" in t.system_attrs:
+                self.study.enqueue_trial(t.system_attrs["fixed_params"])
+        return sum("stale" in t.user_attrs for t in self.study.get_trials(deepcopy=False))
+
     def run(self) -> dict[str, Any]:
         """Until the study holds `trials` trials (from every process on it)."""
         s = self.settings
         trials = s.trials
+        self.stale = self._reclaim_stale()
         if s.sampler == "exhaustive":
             # The first `trials` combinations, queued once: a process that
             # joins (or resumes) queues only those not in the study yet.
@@ -236,6 +287,7 @@ class Tuner:
                 out_of_time = deadline is not None and time.perf_counter() > deadline
                 while len(in_flight) < depth and not out_of_time and self._may_ask(trials):
                     trial = self.study.ask()
+                    trial.set_user_attr("owner", self.owner)  # a later start reclaims it
                     params = self.space.sample(trial)
                     reason = self.space.constraints(params)
                     if s.sampler == "exhaustive" and not self._queued(trial):
