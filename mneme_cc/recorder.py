@@ -7,9 +7,11 @@ variables, which `RecordSettings.environment()` derives from the flags.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,5 +137,42 @@ def run_recorded(settings: RecordSettings, command: list[str]) -> int:
     if program is None:
         raise UsageError(f"{command[0]}: no such program (or not executable)")
     settings.prepare_database()
-    proc = subprocess.run([program, *command[1:]], env=env)
-    return proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+    proc = subprocess.Popen([program, *command[1:]], env=env)
+    with _forwarding_signals(proc):
+        returncode = proc.wait()
+    return returncode if returncode >= 0 else 128 - returncode
+
+
+#: Signals `mneme record` passes on to the application instead of dying of them.
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+def _keyboard_reaches(pgrp: int) -> bool:
+    """Whether the terminal's keyboard signals (Ctrl-C, Ctrl-\\) go to this
+    process group: then the application, which shares it, has them already."""
+    try:
+        with open("/dev/tty", "rb") as tty:
+            return os.tcgetpgrp(tty.fileno()) == pgrp
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def _forwarding_signals(proc: subprocess.Popen):
+    """While the application runs, signals sent to `mneme record` reach the
+    application, which decides what they mean; mneme waits for it and exits
+    with its status (the database keeps every completed instance)."""
+    def forward(signum, _frame):
+        if signum in (signal.SIGINT, signal.SIGQUIT) and _keyboard_reaches(os.getpgrp()):
+            return
+        try:
+            proc.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    previous = {s: signal.signal(s, forward) for s in FORWARDED}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)

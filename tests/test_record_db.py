@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import signal
 import subprocess
 from pathlib import Path
 
@@ -377,3 +378,28 @@ def test_a_format_1_database_still_reads():
     assert np.array_equal(inst.prologue.region(out).array(np.float32), np.zeros(3000))
     assert np.array_equal(inst.epilogue.region(out).array(np.float32), a + 0.5)
     assert inst.grid == (4, 1, 1) and db.kernels[0].demangled.startswith("add(")
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 7), (signal.SIGINT, 5),
+                                            (signal.SIGHUP, 9)])
+def test_signals_to_record_reach_the_application(tmp_path, signum, status):
+    """The application decides what a signal means; mneme record exits with its
+    status, leaves nothing running and the database readable."""
+    import sys
+    import time
+
+    app = ("import signal, sys, time\n"
+           "for s, code in ((signal.SIGTERM, 7), (signal.SIGINT, 5), (signal.SIGHUP, 9)):\n"
+           "    signal.signal(s, lambda *a, code=code: sys.exit(code))\n"
+           "print('up', flush=True)\ntime.sleep(60)\n")
+    proc = subprocess.Popen(["mneme", "record", "-rdb", str(tmp_path / "db"), "--",
+                             sys.executable, "-c", app], env=tool_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout.readline() == "up\n"
+    time.sleep(0.2)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == status and "Traceback" not in err, err
+    from mneme_cc.recorddb import RecordDB
+
+    assert RecordDB(tmp_path / "db").instances == []
