@@ -259,6 +259,11 @@ def test_ls_and_show(synthetic):
     assert entry["static_hash"] in text and "replayable from IR" in text
     proc = run(["mneme", "show", str(path), "nothing-like-this"], check=False)
     assert proc.returncode == 2 and "no kernel" in proc.stderr
+    # A damaged state file of a named instance is said as such.
+    prologue = path / entry["prologue"]
+    prologue.write_bytes(prologue.read_bytes()[:40])
+    proc = run(["mneme", "show", str(path), entry["dynamic_hash"]], check=False)
+    assert proc.returncode == 2 and str(prologue) in proc.stderr and "no kernel" not in proc.stderr
 
 
 def test_ls_rejects_what_is_not_a_database(tmp_path):

@@ -167,10 +167,11 @@ def replay(
     from mneme_cc.replay.verify import policies_for
 
     policies_for(config.verify, inst.params, inst.args, inst.prologue.allocations)
-    # Damaged artifacts are reported before any GPU work.
+    # Damaged artifacts are reported before any GPU work: every chunk is read
+    # and checked against its hash.
     code = inst.db.kernel(inst.static_hash)
     code.image() if config.baseline == "original" else code.bitcode()
-    inst.prologue, inst.epilogue  # noqa: B018 - read and checked here
+    inst.verify()
     with Replayer(inst, device=device) as replayer:
         result = replayer.replay(config, save_output=save_output)
     summary = result_summary(inst, result)

@@ -43,14 +43,12 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Show one kernel or one instance: parameters, launch, snapshot regions."""
-    from mneme_cc.errors import RecordDBError
     from mneme_cc.recorddb import RecordDB
 
     db = RecordDB(database)
-    try:
-        detail, is_instance = _instance_detail(db.instance(key)), True
-    except RecordDBError:
-        detail, is_instance = _kernel_detail(db.kernel(key)), False
+    # Damage in an instance's files is reported as such, not as "no kernel matches".
+    is_instance = any(key in (i.name, i.dynamic_hash) for i in db.instances)
+    detail = _instance_detail(db.instance(key)) if is_instance else _kernel_detail(db.kernel(key))
     if as_json:
         print(json.dumps(detail, indent=2))
         return
