@@ -93,6 +93,8 @@ def elf_members(path: str | Path) -> list[Member]:
         OSError: the file cannot be read.
     """
     name = str(path)
+    if not Path(path).is_file():  # a device, a pipe: endless or not a binary at all
+        raise BinaryFormatError(f"{name}: not a regular file")
     data = memoryview(Path(path).read_bytes())
     if bytes(data[:8]) == _AR_MAGIC:
         return list(_archive_members(name, data))

@@ -54,6 +54,7 @@ def test_inspect_a_file_without_ir_says_so(tmp_path):
     (SAMPLES / "variant.cu", "is not an ELF file or archive"),
     (SAMPLES / "missing.o", "does not exist"),
     (SAMPLES, "is a directory"),
+    (Path("/dev/zero"), "not a regular file"),
 ])
 def test_inspect_bad_input_is_one_line_and_exit_2(target, message):
     proc = run(["mneme", "inspect", str(target)], check=False)

@@ -206,6 +206,13 @@ def test_compile_cache_hits_and_misses(bitcode, tmp_path):
     assert not compile_kernel(bitcode, "irhash", other_n, ReplayConfig(specialize_args=(3,)),
                               "sm_90", CODEGEN, cache_dir=tmp_path).cache_hit
     assert not [p for p in tmp_path.rglob("*") if ".tmp." in p.name]
+    # A damaged entry is compiled again, not used.
+    (cubin,) = [p for p in tmp_path.rglob("kernel.cubin")
+                if p.read_bytes() == first.cubin]
+    cubin.write_bytes(first.cubin[:100])
+    repaired = compile_(ReplayConfig(specialize_args=(3,)))
+    assert not repaired.cache_hit and repaired.cubin == first.cubin
+    assert compile_(ReplayConfig(specialize_args=(3,))).cache_hit
 
 
 @pytest.mark.parametrize("log", [

@@ -19,6 +19,9 @@ def database(tmp_path):
     (["loop-magic"], "unknown pass(es) in pipeline 'loop-magic'"),
     (["-rid", "nope"], "no instance in"),
     (["--grid", "1,x"], "is not X[,Y[,Z]]"),
+    (["--grid", ","], "--grid ',' is not X[,Y[,Z]]"),
+    (["--block", "1,2,3,4"], "is not X[,Y[,Z]]"),
+    (["--fp-contract", "sometimes"], "fp_contract must be fast, on or off"),
     (["--specialize-args", "a"], "not a list of parameter indices"),
     (["--baseline", "best"], "baseline must be one of"),
 ])

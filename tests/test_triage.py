@@ -150,7 +150,14 @@ def test_diff_errors_are_one_line_with_exit_2(instance, tmp_path):
     broken.write_text("{nope")
     listed.write_text("[1, 2]")
     unknown.write_text(json.dumps({"pipelin": "default<O2>"}))
+    wrong_type = tmp_path / "type.json"
+    wrong_type.write_text(json.dumps({"pipeline": 5}))
     cases = [
+        (["mneme", "diff", str(same), str(same), "--first", "-1"], "--first -1: give a count"),
+        (["mneme", "diff", "-rdb", db, str(same), "--dtype", "arg:x=float32"],
+         "arg:N takes a parameter index"),
+        (["mneme", "replay", "-rdb", db, "--config", str(wrong_type)],
+         "pipeline must be a string"),
         (["mneme", "diff", str(same), str(partial)], "the sides hold different buffers"),
         (["mneme", "diff", str(same), str(other)], "the sides are different instances"),
         (["mneme", "diff", str(same)], "mneme diff compares two sides; got 1"),

@@ -75,6 +75,9 @@ def diff(
     from mneme_cc.replay.config import ReplayConfig
     from mneme_cc.triage import diff as triage
 
+    if first < 0:
+        raise UsageError(f"--first {first}: give a count of elements (0 or more)")
+
     if bisect:
         if database is None or saved or len(config or []) != 1:
             raise UsageError("--bisect takes -rdb DIR [-rid ID] and one --config BAD.json")

@@ -25,6 +25,10 @@ def _dims(text: Optional[str], name: str):
     if text is None:
         return None
     dims = int_list(text, name, "X[,Y[,Z]]")
+    if not 1 <= len(dims) <= 3:
+        from mneme_cc.errors import UsageError
+
+        raise UsageError(f"{name} '{text}' is not X[,Y[,Z]]")
     return dims + (1,) * (3 - len(dims))
 
 

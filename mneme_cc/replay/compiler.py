@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -91,11 +92,9 @@ def compile_kernel(bitcode: bytes, ir_hash: str, launch: KernelLaunch, config: R
     cache = Path(cache_dir) if cache_dir else default_cache_dir()
     key = cache_key(ir_hash, launch, config, arch, codegen)
     entry = cache / key[:2] / key
-    if (entry / "meta.json").exists() and (entry / "kernel.ll").exists():
-        meta = json.loads((entry / "meta.json").read_text())
-        return CompiledKernel((entry / "kernel.cubin").read_bytes(),
-                              (entry / "kernel.ptx").read_text(), Resources(**meta["resources"]),
-                              {}, cache_hit=True, ir_file=entry / "kernel.ll")
+    cached = _load(entry)
+    if cached is not None:
+        return cached
     jit = compile_ptx(bitcode, launch, config, arch, codegen)
     cubin = compile_cubin(jit.ptx, launch.name, config, arch)
     seconds = {**jit.seconds, "ptxas": cubin.seconds}
@@ -104,14 +103,37 @@ def compile_kernel(bitcode: bytes, ir_hash: str, launch: KernelLaunch, config: R
     return compiled
 
 
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _load(entry: Path) -> CompiledKernel | None:
+    """A cache entry, if whole and undamaged (its files match the digests
+    stored with them); anything else is compiled again and replaces it."""
+    try:
+        meta = json.loads((entry / "meta.json").read_text())
+        cubin, ptx = (entry / "kernel.cubin").read_bytes(), (entry / "kernel.ptx").read_bytes()
+        if meta["digests"] != {"cubin": _digest(cubin), "ptx": _digest(ptx)} or \
+                not (entry / "kernel.ll").is_file():
+            raise ValueError("damaged")
+        return CompiledKernel(cubin, ptx.decode(), Resources(**meta["resources"]), {},
+                              cache_hit=True, ir_file=entry / "kernel.ll")
+    except (OSError, ValueError, KeyError, TypeError):
+        if entry.exists():
+            shutil.rmtree(entry, ignore_errors=True)
+        return None
+
+
 def _store(entry: Path, compiled: CompiledKernel) -> None:
     tmp = entry.with_name(f"{entry.name}.tmp.{os.getpid()}.{time.monotonic_ns()}")
     tmp.mkdir(parents=True)
+    ptx = compiled.ptx.encode()
     (tmp / "kernel.cubin").write_bytes(compiled.cubin)
-    (tmp / "kernel.ptx").write_text(compiled.ptx)
+    (tmp / "kernel.ptx").write_bytes(ptx)
     (tmp / "kernel.ll").write_text(compiled.ir)
-    (tmp / "meta.json").write_text(json.dumps({"resources": asdict(compiled.resources),
-                                               "seconds": compiled.seconds}))
+    (tmp / "meta.json").write_text(json.dumps({
+        "resources": asdict(compiled.resources), "seconds": compiled.seconds,
+        "digests": {"cubin": _digest(compiled.cubin), "ptx": _digest(ptx)}}))
     try:
         tmp.rename(entry)
     except OSError:  # another process stored the same entry first
