@@ -410,3 +410,28 @@ def test_sigkill_leaves_a_readable_database(example_binaries, tmp_path):
     print("(target, complete, in flight) after each kill, of", total, ":", outcomes)
     assert all(complete >= target for target, complete, _ in outcomes)
     assert sum(complete < total for _, complete, _ in outcomes) >= 8, outcomes
+
+
+def test_sigterm_to_record_stops_the_application_and_keeps_the_database(example_binaries,
+                                                                       tmp_path):
+    """SIGTERM to `mneme record` reaches the application (which dies of it),
+    mneme exits with its status, nothing is left running and every instance
+    the index lists verifies."""
+    db_path = tmp_path / "db"
+    proc = subprocess.Popen(["mneme", "record", "-rdb", str(db_path), "--max-instances", "40",
+                             "--", str(example_binaries / "cg"), "64", "400"],
+                            env=tool_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    index = db_path / "index"
+    while proc.poll() is None and (not index.exists() or len(list(index.glob("*.json"))) < 3):
+        time.sleep(0.001)
+    proc.send_signal(signal.SIGTERM)  # to mneme alone, as a batch system would
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err
+    leftover = subprocess.run(["pgrep", "-f", f"{example_binaries / 'cg'} 64 400"],
+                              capture_output=True, text=True).stdout
+    assert leftover == "", leftover
+    db = RecordDB(db_path)
+    assert len(db.instances) >= 3
+    for inst in db.instances:
+        inst.verify()

@@ -480,6 +480,18 @@ def test_report_errors_are_one_line(instance, tmp_path):
     out = run(["mneme", "report", "-rdb", str(instance.db.path), "--study", "nope"],
               check=False)
     assert out.returncode == 2 and "no study nope in" in out.stderr
+    # A trials.jsonl cut short by a killed writer reads without its last line;
+    # damage before it is named by file and line.
+    from mneme_cc.tune.report import StudyDir
+
+    trials = instance.db.path / "tune" / "one" / "trials.jsonl"
+    lines = trials.read_text().splitlines()
+    trials.write_text("\n".join(lines) + "\n" + lines[0][:30])
+    assert len(StudyDir(trials.parent).trials) == len(lines)
+    trials.write_text("{oops\n" + "\n".join(lines) + "\n")
+    out = run(["mneme", "report", "-rdb", str(instance.db.path), "--study", "one"], check=False)
+    assert out.returncode == 2 and f"{trials}:1: not a trial record" in out.stderr
+    assert "Traceback" not in out.stderr
 
 
 def test_tuning_without_optuna_says_how_to_get_it(instance, tmp_path):

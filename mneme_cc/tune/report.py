@@ -22,9 +22,29 @@ from pathlib import Path
 from typing import Any
 
 from mneme_cc.errors import UsageError
-from mneme_cc.fileio import write_text_atomic
+from mneme_cc.fileio import read_json_object, write_text_atomic
 from mneme_cc.tune import need_optuna
 from mneme_cc.tune.storage import open_storage
+
+
+def _trials(path: Path) -> list[dict[str, Any]]:
+    """The trials a study appended, one JSON object a line; a last line cut
+    short (a process killed while writing it) is left out."""
+    if not path.exists():
+        return []
+    lines = path.read_text(errors="replace").splitlines()
+    out = []
+    for number, line in enumerate(lines, 1):
+        try:
+            trial = json.loads(line)
+            if not isinstance(trial, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as exc:
+            if number == len(lines):
+                break
+            raise UsageError(f"{path}:{number}: not a trial record ({exc})") from None
+        out.append(trial)
+    return out
 
 
 class StudyDir:
@@ -36,12 +56,11 @@ class StudyDir:
         if not summary.exists():
             raise UsageError(f"{path} holds no summary.json: not a study directory written by "
                              "`mneme tune`")
-        self.summary: dict[str, Any] = json.loads(summary.read_text())
+        self.summary: dict[str, Any] = read_json_object(summary, "a study summary")
         best = path / "best.json"
-        self.best: dict[str, Any] | None = json.loads(best.read_text()) if best.exists() else None
-        lines = (path / "trials.jsonl").read_text().splitlines() \
-            if (path / "trials.jsonl").exists() else []
-        self.trials: list[dict[str, Any]] = [json.loads(line) for line in lines]
+        self.best: dict[str, Any] | None = \
+            read_json_object(best, "a best.json") if best.exists() else None
+        self.trials: list[dict[str, Any]] = _trials(path / "trials.jsonl")
 
     def study(self):
         optuna = need_optuna()
