@@ -280,6 +280,14 @@ class Kernel:
             self.has_ir: bool = bool(self.description["has_ir"])
             self.params: list[dict[str, int]] = list(self.description["params"])
             self.globals: list[dict[str, Any]] = list(self.description["globals"])
+            if not all(isinstance(p, dict) and isinstance(p.get("offset"), int)
+                       and isinstance(p.get("size"), int) for p in self.params):
+                raise TypeError("'params' is not a list of offsets and sizes")
+            if not all(isinstance(g, dict) and isinstance(g.get("name"), str)
+                       and isinstance(g.get("size"), int) for g in self.globals):
+                raise TypeError("'globals' is not a list of names and sizes")
+            if not isinstance(self.name, str) or not isinstance(self.demangled, str):
+                raise TypeError("'name' and 'demangled' are strings")
             for key in ("ir", "image"):
                 part = self.description.get(key)
                 if part is not None and (not isinstance(part, dict) or "file" not in part):

@@ -435,3 +435,13 @@ def test_sigterm_to_record_stops_the_application_and_keeps_the_database(example_
     assert len(db.instances) >= 3
     for inst in db.instances:
         inst.verify()
+
+
+def test_a_damaged_real_database_never_ends_in_a_traceback(example_binaries, tmp_path):
+    """The fuzz of tests/test_database_fuzz.py, over a database the recorder wrote."""
+    from test_database_fuzz import assert_no_traceback, mutations
+
+    run(["mneme", "record", "-rdb", str(tmp_path / "real"), "--",
+         str(example_binaries / "vector_add"), "100000"])
+    assert_no_traceback(tmp_path / "real", tmp_path / "copies",
+                        mutations(tmp_path / "real", chunks=3))
