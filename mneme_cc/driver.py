@@ -25,7 +25,7 @@ _TAKES_VALUE = frozenset("""
     -iwithprefix -iwithprefixbefore -isysroot --sysroot -MF -MT -MQ -MJ -Xclang
     -Xlinker -Xassembler -Xpreprocessor -mllvm -L -l -target -arch -T -z -u -e
     -Xcuda-ptxas -Xcuda-fatbinary -Xarch_device -Xarch_host -Xoffload-linker
-    -working-directory -ivfsoverlay -include-pch -dependency-file -F -rpath
+    -working-directory -ivfsoverlay -include-pch -dependency-file -F -rpath --language
     --param -aux-triple --serialize-diagnostics -Xopenmp-target
 """.split())
 
@@ -54,19 +54,21 @@ class Invocation:
     names_cudart: bool = False
 
 
-def _expand_response_files(args: list[str], depth: int = 0) -> list[str]:
+def _expand_response_files(args: list[str], active: frozenset[Path] = frozenset()) -> list[str]:
     """Arguments with `@file` read, nested ones too (for analysis only; clang
-    gets the original and reports its own errors)."""
+    gets the original and reports its own errors, a file that includes
+    itself among them)."""
     import shlex
 
     out: list[str] = []
     for arg in args:
-        if arg.startswith("@") and Path(arg[1:]).is_file() and depth < 16:
+        path = Path(arg[1:]).resolve() if arg.startswith("@") else None
+        if path is not None and path.is_file() and path not in active:
             try:
-                inner = shlex.split(Path(arg[1:]).read_text(errors="replace"))
+                inner = shlex.split(path.read_text(errors="replace"))
             except ValueError as exc:  # an unbalanced quote
                 raise MnemeError(f"response file {arg[1:]}: {exc}") from None
-            out.extend(_expand_response_files(inner, depth + 1))
+            out.extend(_expand_response_files(inner, active | {path}))
         else:
             out.append(arg)
     return out
@@ -85,7 +87,7 @@ def analyse(args: list[str]) -> Invocation:
             value = expanded[i + 1]
             i += 1
         i += 1
-        if arg == "-x":
+        if arg in ("-x", "--language"):
             language = None if value == "none" else value
         elif arg.startswith("-x") and len(arg) > 2:
             language = None if arg[2:] == "none" else arg[2:]

@@ -51,7 +51,7 @@ def _load_json(path: Path) -> dict[str, Any]:
 def _inside(db: RecordDB, name: Any, where: Path) -> Path:
     """A file the database names, which must be a plain name inside it."""
     if not isinstance(name, str) or not name or "/" in name or "\\" in name or \
-            name in (".", ".."):
+            "\0" in name or name in (".", "..") or (db.path / name).is_symlink():
         raise RecordDBError(f"{where}: names the file {name!r}, which is not a file of the "
                             "database (the entry is corrupt)")
     return db.path / name
@@ -292,6 +292,9 @@ class Kernel:
                 part = self.description.get(key)
                 if part is not None and (not isinstance(part, dict) or "file" not in part):
                     raise TypeError(f"'{key}' is not an object naming a file")
+            ir = self.description.get("ir")
+            if ir is not None and not isinstance(ir.get("metadata"), dict):
+                raise TypeError("'ir.metadata' is not an object")
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordDBError(f"{self.path}: malformed kernel description "
                                 f"({type(exc).__name__}: {exc}); the database is damaged") \

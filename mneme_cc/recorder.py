@@ -7,7 +7,6 @@ variables, which `RecordSettings.environment()` derives from the flags.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -137,42 +136,39 @@ def run_recorded(settings: RecordSettings, command: list[str]) -> int:
     if program is None:
         raise UsageError(f"{command[0]}: no such program (or not executable)")
     settings.prepare_database()
-    proc = subprocess.Popen([program, *command[1:]], env=env)
-    with _forwarding_signals(proc):
-        returncode = proc.wait()
-    return returncode if returncode >= 0 else 128 - returncode
+    return _run_forwarding_signals([program, *command[1:]], env)
 
 
 #: Signals `mneme record` passes on to the application instead of dying of them.
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+#: si_code of a signal the kernel generated (a terminal's Ctrl-C, Ctrl-\\, hangup):
+#: sent to the whole foreground process group, the application has it already.
+_SI_KERNEL = 0x80
 
 
-def _keyboard_reaches(pgrp: int) -> bool:
-    """Whether the terminal's keyboard signals (Ctrl-C, Ctrl-\\) go to this
-    process group: then the application, which shares it, has them already."""
+def _run_forwarding_signals(argv: list[str], env: dict[str, str]) -> int:
+    """Runs the application; signals sent to `mneme record` reach it, and it
+    decides what they mean. Returns its exit status (128+N for signal N)."""
+    waited = {*FORWARDED, signal.SIGCHLD}
+    # Blocked from before the start, so that none is lost or kills mneme; the
+    # application starts with the mask it would have had.
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
     try:
-        with open("/dev/tty", "rb") as tty:
-            return os.tcgetpgrp(tty.fileno()) == pgrp
-    except OSError:
-        return False
-
-
-@contextlib.contextmanager
-def _forwarding_signals(proc: subprocess.Popen):
-    """While the application runs, signals sent to `mneme record` reach the
-    application, which decides what they mean; mneme waits for it and exits
-    with its status (the database keeps every completed instance)."""
-    def forward(signum, _frame):
-        if signum in (signal.SIGINT, signal.SIGQUIT) and _keyboard_reaches(os.getpgrp()):
-            return
         try:
-            proc.send_signal(signum)
-        except ProcessLookupError:
-            pass
-
-    previous = {s: signal.signal(s, forward) for s in FORWARDED}
-    try:
-        yield
+            proc = subprocess.Popen(argv, env=env, preexec_fn=lambda: signal.pthread_sigmask(
+                signal.SIG_SETMASK, previous))
+        except OSError as exc:
+            raise UsageError(f"{argv[0]}: cannot run it: {exc.strerror}") from None
+        while proc.poll() is None:
+            info = signal.sigtimedwait(waited, 1.0)
+            if info is None or info.si_signo == signal.SIGCHLD or info.si_code == _SI_KERNEL:
+                continue
+            try:
+                proc.send_signal(info.si_signo)
+            except ProcessLookupError:
+                pass
+        while signal.sigtimedwait(waited, 0) is not None:
+            pass  # what arrived as it ended was the application's to handle
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+    return proc.returncode if proc.returncode >= 0 else 128 - proc.returncode

@@ -25,6 +25,7 @@ VARIANT = SAMPLES / "variant.cu"
     (["--version"], [], [], False),
     (["-E", "a.cu"], ["a.cu"], ["a.cu"], False),
     (["--language=cuda", "-c", "a.cpp"], ["a.cpp"], ["a.cpp"], False),
+    (["--language", "cuda", "-c", "a.cpp"], ["a.cpp"], ["a.cpp"], False),
 ])
 def test_analyse_finds_inputs_cuda_and_linking(args, inputs, cuda, links):
     inv = driver.analyse(args)
@@ -120,6 +121,9 @@ def test_response_files_nested_and_broken(tmp_path):
     outer = tmp_path / "outer.rsp"
     outer.write_text(f"-DVARIANT=1 @{inner}")
     assert driver.analyse([f"@{outer}", "-o", "v.o"]).cuda_inputs == [str(VARIANT)]
+    looping = tmp_path / "loop.rsp"
+    looping.write_text(f"-c @{looping} @{looping} @{looping}")
+    assert driver.analyse([f"@{looping}"]).inputs == [f"@{looping}"] * 3  # clang says why
     broken = tmp_path / "broken.rsp"
     broken.write_text('-c "a.cu')
     proc = run(["mneme-cxx", f"@{broken}"], check=False)

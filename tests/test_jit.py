@@ -310,6 +310,14 @@ def test_debug_builds_compile_at_every_ptxas_level(tmp_path, flags):
     stripped = compile_kernel(module.bitcode, "irhash", LAUNCH, ReplayConfig(ptxas_opt_level=3),
                               "sm_90", codegen, cache_dir=tmp_path)
     assert stripped.cubin[:4] == b"\x7fELF" and ".loc" not in stripped.ptx
+    # Nothing of the debug information is left for LLVM to complain about.
+    from mneme_cc.replay import irtext
+
+    text = irtext.strip_debug_info(str(llvm_binding().parse_bitcode(module.bitcode)))
+    assert "!dbg" not in text and "llvm.dbg.cu" not in text
+    locations = set(re.findall(r"^(!\d+) = !DILocation", text, re.M))
+    assert not any(loc in line for line in text.splitlines() if line.startswith("!")
+                   and " = distinct !{" in line for loc in locations)
     kept = compile_kernel(module.bitcode, "irhash", LAUNCH, ReplayConfig(keep_debug_info=True),
                           "sm_90", codegen, cache_dir=tmp_path)
     assert kept.cubin[:4] == b"\x7fELF" and ".loc" in kept.ptx

@@ -83,6 +83,14 @@ def test_a_damaged_finding_is_one_line(instance, content):
     assert "delete it and replay again" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_runs_that_agree_but_differ_from_the_recording_are_not_reproduced(instance):
+    finding = nd.Nondeterminism("original", 3, [], ["allocation 0x10"])
+    nd.store(instance, finding)
+    assert nd.load(instance).state == "not reproduced"
+    assert "not reproduced by the application's kernel: allocation 0x10" in run(
+        ["mneme", "ls", str(instance.db.path)]).stdout
+
+
 def test_an_index_entry_with_a_bad_hash_is_refused(instance):
     from mneme_cc.recorddb import RecordDB
 
@@ -91,6 +99,11 @@ def test_an_index_entry_with_a_bad_hash_is_refused(instance):
     entry["dynamic_hash"] = "../../escape"
     entry_path.write_text(json.dumps(entry))
     with pytest.raises(RecordDBError, match="'dynamic_hash' is not a hex hash"):
+        RecordDB(instance.db.path).instances
+    entry["dynamic_hash"] = instance.dynamic_hash
+    entry["prologue"] = "DeviceState\u0000x"
+    entry_path.write_text(json.dumps(entry))
+    with pytest.raises(RecordDBError, match="not a file of the database"):
         RecordDB(instance.db.path).instances
 
 

@@ -208,7 +208,6 @@ def test_a_study_resumes_and_refuses_to_restart_silently(instance, tmp_path):
 def test_trials_of_a_killed_process_are_reclaimed_on_resume(instance, tmp_path):
     """A process killed mid-study leaves RUNNING trials; the next start fails
     them as stale, runs their combinations again and does not count them."""
-    import socket
     import subprocess
 
     tuner, _ = tune(instance, tmp_path, space="quick", sampler="exhaustive", trials=8)
@@ -221,22 +220,27 @@ def test_trials_of_a_killed_process_are_reclaimed_on_resume(instance, tmp_path):
     for params in list(tuner.space.combinations())[8:11]:  # what the killed process asked for
         study.enqueue_trial(params)
         trial = study.ask()
-        trial.set_user_attr("owner", {"host": socket.gethostname(), "pid": dead.pid,
-                                      "start": None})
+        trial.set_user_attr("owner", {**tuner.owner, "pid": dead.pid, "start": None})
         left.append(trial)
+    # One of another machine (or container): not ours to judge.
+    study.enqueue_trial(list(tuner.space.combinations())[11])
+    elsewhere = study.ask()
+    elsewhere.set_user_attr("owner", {**tuner.owner, "pids": "pid:[1]", "pid": dead.pid})
     state = tuner.state
-    assert len(study.get_trials(states=(state.RUNNING,))) == 3
+    assert len(study.get_trials(states=(state.RUNNING,))) == 4
     tuner, _ = tune(instance, tmp_path, space="quick", sampler="exhaustive", trials=total,
                     resume=True)
     trials = tuner.study.get_trials()
-    assert not [t for t in trials if t.state == state.RUNNING]
+    assert [t.number for t in trials if t.state == state.RUNNING] == [elsewhere.number]
     stale = [t for t in trials if "stale" in t.user_attrs]
     assert sorted(t.number for t in stale) == [t.number for t in left]
     assert all(t.state == state.FAIL for t in stale)
     evaluated = [json.loads(line)["params"] for line in
                  (tmp_path / "study" / "trials.jsonl").read_text().splitlines()]
-    assert len(evaluated) == total  # every combination once, the reclaimed ones too
-    assert len({json.dumps(p, sort_keys=True) for p in evaluated}) == total
+    # Every combination once, the reclaimed ones too; the other machine's one
+    # is still its own.
+    assert len(evaluated) == total - 1
+    assert len({json.dumps(p, sort_keys=True) for p in evaluated}) == total - 1
 
 
 def test_several_objectives_keep_a_pareto_front(instance, tmp_path):
@@ -281,6 +285,9 @@ def test_export_merges_and_keys_geometry_by_launch_shape(instance, tmp_path):
     proteus.write_text("{not json")
     with pytest.raises(UsageError, match="not JSON"):
         export([tmp_path / "study" / "best.json"], proteus, None)
+    mneme.write_text(json.dumps({"format": "mneme-tuned-kernels", "version": 1, "kernels": []}))
+    with pytest.raises(UsageError, match="'kernels' is not an object"):
+        export([tmp_path / "study" / "best.json"], None, mneme)
 
 
 def test_concurrent_exports_into_one_file_keep_every_entry(instance, tmp_path):
@@ -480,18 +487,16 @@ def test_report_errors_are_one_line(instance, tmp_path):
     out = run(["mneme", "report", "-rdb", str(instance.db.path), "--study", "nope"],
               check=False)
     assert out.returncode == 2 and "no study nope in" in out.stderr
-    # A trials.jsonl cut short by a killed writer reads without its last line;
-    # damage before it is named by file and line.
+    # Damaged lines of trials.jsonl (a writer killed mid-line) are left out, and said.
     from mneme_cc.tune.report import StudyDir
 
     trials = instance.db.path / "tune" / "one" / "trials.jsonl"
     lines = trials.read_text().splitlines()
-    trials.write_text("\n".join(lines) + "\n" + lines[0][:30])
-    assert len(StudyDir(trials.parent).trials) == len(lines)
-    trials.write_text("{oops\n" + "\n".join(lines) + "\n")
-    out = run(["mneme", "report", "-rdb", str(instance.db.path), "--study", "one"], check=False)
-    assert out.returncode == 2 and f"{trials}:1: not a trial record" in out.stderr
-    assert "Traceback" not in out.stderr
+    trials.write_text(lines[0][:30] + "\n".join(lines) + "\n{oops\n")
+    study = StudyDir(trials.parent)
+    assert (len(study.trials), study.damaged_lines) == (len(lines) - 1, 2)
+    out = run(["mneme", "report", "-rdb", str(instance.db.path), "--study", "one"])
+    assert f"{trials}: 2 damaged line(s) left out" in out.stderr
 
 
 def test_tuning_without_optuna_says_how_to_get_it(instance, tmp_path):

@@ -32,12 +32,15 @@ def determinism(inst) -> dict:
 
     found = load(inst)
     if found is None:
-        return {"state": "unknown", "buffers": []}
-    return {"state": found.state, "buffers": found.to_dict()["buffers"]}
+        return {"state": "unknown", "buffers": [], "unreproduced": []}
+    return {"state": found.state, "buffers": found.to_dict()["buffers"],
+            "unreproduced": found.unreproduced}
 
 
 def determinism_note(summary: dict) -> str:
     state = summary["state"]
+    if state == "not reproduced":
+        return "not reproduced by the application's kernel: " + ", ".join(summary["unreproduced"])
     if state != "nondeterministic":
         return state
     parts = []

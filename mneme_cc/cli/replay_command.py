@@ -171,11 +171,14 @@ def replay(
     from mneme_cc.replay.verify import policies_for
 
     policies_for(config.verify, inst.params, inst.args, inst.prologue.allocations)
-    # Damaged artifacts are reported before any GPU work: every chunk is read
-    # and checked against its hash.
+    # Damaged artifacts are reported before any GPU work: the code, both state
+    # files and the epilogue's own chunks (the prologue's are checked as the
+    # Replayer restores them, before any kernel runs).
     code = inst.db.kernel(inst.static_hash)
     code.image() if config.baseline == "original" else code.bitcode()
-    inst.verify()
+    for region in inst.epilogue.regions:
+        for digest in region.chunks.values():
+            inst.db.read_chunk(digest)
     with Replayer(inst, device=device) as replayer:
         result = replayer.replay(config, save_output=save_output)
     summary = result_summary(inst, result)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -26,5 +28,8 @@ def report(
     if out is not None and len(studies) > 1:
         raise UsageError("--out names one directory: choose one study with --study")
     for s in studies:
+        if s.damaged_lines:
+            print(f"mneme: {s.path / 'trials.jsonl'}: {s.damaged_lines} damaged line(s) left "
+                  "out", file=sys.stderr)
         for path in render(s, out):
             print(path)

@@ -109,18 +109,27 @@ def _digest(data: bytes) -> str:
 
 def _load(entry: Path) -> CompiledKernel | None:
     """A cache entry, if whole and undamaged (its files match the digests
-    stored with them); anything else is compiled again and replaces it."""
+    stored with them). A damaged one is removed and compiled again; one that
+    cannot be read now (a read-only or busy cache) is compiled again and left."""
     try:
-        meta = json.loads((entry / "meta.json").read_text())
+        meta_text = (entry / "meta.json").read_text()
         cubin, ptx = (entry / "kernel.cubin").read_bytes(), (entry / "kernel.ptx").read_bytes()
-        if meta["digests"] != {"cubin": _digest(cubin), "ptx": _digest(ptx)} or \
-                not (entry / "kernel.ll").is_file():
+        has_ir = (entry / "kernel.ll").is_file()
+    except FileNotFoundError:
+        damaged = entry.exists()  # an entry is renamed into place whole
+        if damaged:
+            shutil.rmtree(entry, ignore_errors=True)
+        return None
+    except OSError:
+        return None
+    try:
+        meta = json.loads(meta_text)
+        if meta["digests"] != {"cubin": _digest(cubin), "ptx": _digest(ptx)} or not has_ir:
             raise ValueError("damaged")
         return CompiledKernel(cubin, ptx.decode(), Resources(**meta["resources"]), {},
                               cache_hit=True, ir_file=entry / "kernel.ll")
-    except (OSError, ValueError, KeyError, TypeError):
-        if entry.exists():
-            shutil.rmtree(entry, ignore_errors=True)
+    except (ValueError, KeyError, TypeError):
+        shutil.rmtree(entry, ignore_errors=True)
         return None
 
 

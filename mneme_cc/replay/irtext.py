@@ -109,5 +109,14 @@ def strip_debug_info(text: str) -> str:
     text = re.sub(r", !dbg !\d+", "", text)
     text = re.sub(r" !dbg !\d+(?= \{$)", "", text, flags=re.M)  # a function's subprogram
     text = re.sub(r"^!llvm\.dbg\.cu = .*\n", "", text, flags=re.M)
+    # Loop metadata (`!{!5, !6, !7}`) names the loop's locations: they go too.
+    locations = set(re.findall(r"^(!\d+) = !DILocation\(", text, re.M))
+    if locations:
+        def without_locations(m: re.Match) -> str:
+            kept = [op for op in split_top_level(m.group(2)) if op not in locations]
+            return f"{m.group(1)}{{{', '.join(kept)}}}"
+
+        text = re.sub(r"^(!\d+ = (?:distinct )?!)\{(.*)\}$", without_locations, text,
+                      flags=re.M)
     # Declarations of the debug intrinsics' older spelling lose their callers too.
     return re.sub(r"^\s*(?:tail )?call void @llvm\.dbg\.\w+\(.*\n", "", text, flags=re.M)

@@ -9,7 +9,7 @@ the runs and the recording, and verified from then on under a tolerance
 derived from that spread (`TOLERANCE_FACTOR` times it), which a per-buffer
 policy for the same buffer overrides. A buffer that the runs reproduce
 among themselves but not as recorded is no nondeterminism: it stays a
-failure. A replay that passes only thanks to such a tolerance has the
+failure, and the instance is marked "not reproduced". A replay that passes only thanks to such a tolerance has the
 outcome `nondeterministic`.
 
 The finding is stored beside the recording, `fidelity/<instance>.json` in the
@@ -65,6 +65,9 @@ class Nondeterminism:
     reference: str              # "original" or "ir": what ran again
     runs: int
     buffers: list[Spread] = field(default_factory=list)
+    # Buffers the runs agree on among themselves but not with the recording:
+    # the application's own kernel does not reproduce it.
+    unreproduced: list[str] = field(default_factory=list)
 
     @property
     def deterministic(self) -> bool:
@@ -72,7 +75,9 @@ class Nondeterminism:
 
     @property
     def state(self) -> str:
-        return "deterministic" if self.deterministic else "nondeterministic"
+        if self.buffers:
+            return "nondeterministic"
+        return "not reproduced" if self.unreproduced else "deterministic"
 
     def policies(self) -> dict[str, dict[str, Any]]:
         """Buffer name -> derived policy, for the buffers that have one."""
@@ -80,7 +85,8 @@ class Nondeterminism:
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": "mneme-fidelity", "version": 1, "reference": self.reference,
-                "runs": self.runs, "buffers": [asdict(s) for s in self.buffers]}
+                "runs": self.runs, "buffers": [asdict(s) for s in self.buffers],
+                "unreproduced": list(self.unreproduced)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str) -> Nondeterminism:
@@ -90,7 +96,11 @@ class Nondeterminism:
             buffers = [Spread(**s) for s in data["buffers"]]
             for s in buffers:
                 _check_spread(s)
-            return cls(str(data["reference"]), int(data["runs"]), buffers)
+            unreproduced = data.get("unreproduced", [])
+            if not isinstance(unreproduced, list) or \
+                    not all(isinstance(b, str) for b in unreproduced):
+                raise ValueError("'unreproduced' is not a list of buffer names")
+            return cls(str(data["reference"]), int(data["runs"]), buffers, unreproduced)
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordDBError(f"{where}: malformed ({exc}); delete it and replay again") \
                 from None
@@ -109,10 +119,15 @@ def _check_spread(s: Spread) -> None:
 _DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64")
 
 
+def runs_agree(runs: list) -> bool:
+    """Whether every run left one buffer (uint8 arrays) with the same bytes."""
+    return all((run == runs[0]).all() for run in runs[1:])
+
+
 def spread(name: str, recorded, runs: list, dtype: str | None) -> Spread | None:
     """The spread of one buffer (uint8 arrays) over the runs and the recording;
     None when the runs agree among themselves (deterministic, right or wrong)."""
-    if all((run == runs[0]).all() for run in runs[1:]):
+    if runs_agree(runs):
         return None
     versions = [recorded, *runs]
     pairs = [(a, b) for i, a in enumerate(versions) for b in versions[i + 1:]]

@@ -83,6 +83,8 @@ class Codegen:
             ValueError: the recorded object has fields of the wrong types.
         """
         meta = meta or {}
+        if not isinstance(meta, dict):
+            raise ValueError("the metadata is not an object")
         recorded = meta.get("codegen")
         if recorded is None:
             level = "0" if meta.get("o0_attributes_removed") else "3"
@@ -105,8 +107,9 @@ class Codegen:
             raise ValueError("'mllvm' or 'reflect' has the wrong type")
         values["mllvm"], values["reflect"] = tuple(mllvm), dict(reflect)
         for name, f in cls.__dataclass_fields__.items():
-            if name in values and f.type in ("bool", "str") and \
-                    type(values[name]).__name__ != f.type:
+            kinds = {"bool": (bool,), "str": (str,), "bool | None": (bool, type(None))}
+            if name in values and f.type in kinds and not isinstance(values[name],
+                                                                     kinds[f.type]):
                 raise ValueError(f"'{name}' is not a {f.type}")
         return cls(**values)
 

@@ -375,16 +375,19 @@ class Replayer:
                 self._verify(globals_, ReplayConfig())  # puts back what must not change
         finally:
             dev._driver().cuModuleUnload(module)
-        buffers = []
+        buffers, unreproduced = [], []
         for region in inst.epilogue.regions:
             name = _buffer_name(region)
             outputs = [run[name] for run in runs if name in run]
-            if len(outputs) == nd.RUNS:
-                found = nd.spread(name, self._expected(region), outputs,
-                                  self._element_types().get(name))
-                if found:
-                    buffers.append(found)
-        return nd.Nondeterminism(reference, nd.RUNS, buffers)
+            if len(outputs) != nd.RUNS:
+                continue
+            found = nd.spread(name, self._expected(region), outputs,
+                              self._element_types().get(name))
+            if found:
+                buffers.append(found)
+            elif (outputs[0] != self._expected(region)).any():
+                unreproduced.append(name)
+        return nd.Nondeterminism(reference, nd.RUNS, buffers, unreproduced)
 
     def _probed(self) -> bool:
         """After a failed verification: whether a probe just found nondeterminism

@@ -138,7 +138,11 @@ def _merge_mneme(mneme: Path, chosen) -> dict[str, Any]:
     if table and {k: table.get(k) for k in MNEME_FORMAT} != MNEME_FORMAT:
         raise UsageError(f"{mneme}: not a mneme-cc tuned-kernels file (format "
                          f"{table.get('format')!r} version {table.get('version')!r})")
-    table = {**MNEME_FORMAT, "kernels": table.get("kernels", {})}
+    kernels = table.get("kernels", {})
+    if not isinstance(kernels, dict) or not all(isinstance(v, dict) for v in kernels.values()):
+        raise UsageError(f"{mneme}: 'kernels' is not an object of kernels and launch shapes; "
+                         "it is merged into, so fix or move it")
+    table = {**MNEME_FORMAT, "kernels": kernels}
     written: dict[str, Any] = {}
     for (kernel, shape), (_, record, config) in chosen.items():
         entry = {"config": config.to_dict(), "median_ms": record["median_ms"],

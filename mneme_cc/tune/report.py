@@ -27,24 +27,23 @@ from mneme_cc.tune import need_optuna
 from mneme_cc.tune.storage import open_storage
 
 
-def _trials(path: Path) -> list[dict[str, Any]]:
-    """The trials a study appended, one JSON object a line; a last line cut
-    short (a process killed while writing it) is left out."""
+def _trials(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """The trials a study appended, one JSON object a line, and how many lines
+    were damaged (a writer killed mid-line, another's line glued to it): those
+    are left out."""
     if not path.exists():
-        return []
-    lines = path.read_text(errors="replace").splitlines()
-    out = []
-    for number, line in enumerate(lines, 1):
+        return [], 0
+    out, damaged = [], 0
+    for line in path.read_text(errors="replace").splitlines():
         try:
             trial = json.loads(line)
-            if not isinstance(trial, dict):
-                raise ValueError("not a JSON object")
-        except ValueError as exc:
-            if number == len(lines):
-                break
-            raise UsageError(f"{path}:{number}: not a trial record ({exc})") from None
-        out.append(trial)
-    return out
+        except ValueError:
+            trial = None
+        if isinstance(trial, dict):
+            out.append(trial)
+        else:
+            damaged += 1
+    return out, damaged
 
 
 class StudyDir:
@@ -60,7 +59,7 @@ class StudyDir:
         best = path / "best.json"
         self.best: dict[str, Any] | None = \
             read_json_object(best, "a best.json") if best.exists() else None
-        self.trials: list[dict[str, Any]] = _trials(path / "trials.jsonl")
+        self.trials, self.damaged_lines = _trials(path / "trials.jsonl")
 
     def study(self):
         optuna = need_optuna()

@@ -49,9 +49,19 @@ def _start_time(pid: int) -> str | None:
 
 
 def _this_process() -> dict[str, Any]:
+    """Who asked for a trial: the host, its boot and pid namespace (containers
+    share host names, not pids), the process and its start time."""
     import socket
 
-    return {"host": socket.gethostname(), "pid": os.getpid(), "start": _start_time(os.getpid())}
+    def read(path: str) -> str | None:
+        try:
+            return Path(path).read_text().strip() if "boot_id" in path else os.readlink(path)
+        except OSError:
+            return None
+
+    return {"host": socket.gethostname(), "boot": read("/proc/sys/kernel/random/boot_id"),
+            "pids": read("/proc/self/ns/pid"), "pid": os.getpid(),
+            "start": _start_time(os.getpid())}
 
 
 def _running(owner: dict[str, Any]) -> bool:
@@ -153,12 +163,15 @@ class Tuner:
             "samples_ms": result.samples_ms, "registers": result.registers,
             "cubin_bytes": result.cubin_bytes, "error": result.error[:500],
             "config": json.loads(result.config.to_json())})
-        if result.verified:
-            self.study.tell(trial, self.values(result))
-            if self.best is None or self.values(result) < self.values(self.best):
-                self.best = result
-        else:
-            self.study.tell(trial, state=self.state.FAIL)
+        try:
+            if result.verified:
+                self.study.tell(trial, self.values(result))
+            else:
+                self.study.tell(trial, state=self.state.FAIL)
+        except (ValueError, RuntimeError):
+            pass  # reclaimed as stale by another process meanwhile: the result still counts here
+        if result.verified and (self.best is None or self.values(result) < self.values(self.best)):
+            self.best = result
         self.counts[result.outcome] += 1
         line = {"trial": trial.number, "params": params, "outcome": result.outcome,
                 "duplicate": duplicate, "median_ms": result.median_ms,
@@ -244,18 +257,26 @@ class Tuner:
         return "fixed_params" in self.storage.get_trial_system_attrs(trial_id)
 
     def _reclaim_stale(self) -> int:
-        """Trials left RUNNING by a process of this host that has ended (killed,
-        crashed) become FAIL, marked `stale`, and an exhaustive study's
-        combination is queued again. Returns how many trials of the study are
-        stale (they do not count toward --trials)."""
+        """Trials left RUNNING by a process that has ended (killed, crashed) on
+        this machine (same boot, same pid namespace) become FAIL, marked
+        `stale`, and an exhaustive study's combination is queued again; of two
+        processes starting together, the one whose FAIL lands does that.
+        Returns how many trials of the study are stale (they do not count
+        toward --trials)."""
+        from optuna.exceptions import UpdateFinishedTrialError
+
         state = self.state
+        here = {k: self.owner[k] for k in ("host", "boot", "pids")}
         for t in self.study.get_trials(deepcopy=False, states=(state.RUNNING,)):
             owner = t.user_attrs.get("owner") or {}
-            if owner.get("host") != self.owner["host"] or _running(owner):
+            if {k: owner.get(k) for k in here} != here or _running(owner):
                 continue
-            self.storage.set_trial_user_attr(t._trial_id, "stale",
-                                             "its process ended before it finished")
-            self.storage.set_trial_state_values(t._trial_id, state=state.FAIL)
+            try:  # the mark first: a finished trial takes no attribute
+                self.storage.set_trial_user_attr(t._trial_id, "stale",
+                                                 "its process ended before it finished")
+                self.storage.set_trial_state_values(t._trial_id, state=state.FAIL)
+            except (UpdateFinishedTrialError, RuntimeError):
+                continue  # another process reclaimed it first
             if "fixed_params" in t.system_attrs:
                 self.study.enqueue_trial(t.system_attrs["fixed_params"])
         return sum("stale" in t.user_attrs for t in self.study.get_trials(deepcopy=False))
