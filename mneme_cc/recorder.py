@@ -71,9 +71,9 @@ class RecordSettings:
                                          or self.va_base >= 1 << 47):
             raise UsageError(f"--va-base {self.va_base:#x} is not a user-space address that "
                              "is a multiple of 2 MiB")
-        if self.vass is not None and not 0 < self.vass < 1 << 47:
+        if self.vass is not None and not 0 < self.vass < 1 << 63:
             raise UsageError(f"--vass {self.vass} is not a size of virtual address space "
-                             "(more than 0, less than 128 TiB)")
+                             "(more than 0, less than 2^63 bytes)")
         if self.zstd_level is not None and not 0 <= self.zstd_level <= 19:
             raise UsageError(f"--zstd-level {self.zstd_level} is not a zstd level (0, raw, to 19)")
         if self.chunk_size is not None and (self.chunk_size < 4096 or self.chunk_size % 8):
