@@ -325,7 +325,7 @@ class Replayer:
         out, tolerated = [], []
         written = {address for address, _, _ in self.pristine}
         for region in epilogue.allocations:
-            name = f"allocation {region.address:#x}"
+            name = _buffer_name(region)
             count, _ = self._comparer.differing(region.address, self._expected_on_device(region),
                                                 region.size)
             if not count:
