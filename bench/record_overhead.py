@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mneme_cc.recorddb import RecordDB
+from mneme_cc.record.db import RecordDB
 
 
 def timed(cmd: list[str]) -> tuple[float, str]:

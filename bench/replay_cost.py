@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mneme_cc.recorddb import RecordDB
+from mneme_cc.record.db import RecordDB
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.replayer import Replayer
 
@@ -72,8 +72,8 @@ def main() -> None:
             picks.append(RecordDB(db).kernel(kernel).instances[0])
         for inst in picks:
             cache = Path(scratch) / f"cache-{inst.static_hash}"
-            run(inst, cache, f"{inst.entry['demangled'].split('(')[0]} (cache cold)")
-            run(inst, cache, f"{inst.entry['demangled'].split('(')[0]} (cache warm)")
+            run(inst, cache, f"{inst.demangled.split('(')[0]} (cache cold)")
+            run(inst, cache, f"{inst.demangled.split('(')[0]} (cache warm)")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from mneme_cc.recorddb import RecordDB
+from mneme_cc.record.db import RecordDB
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.replayer import Replayer
 
@@ -51,7 +51,7 @@ def main() -> None:
                 ratio = res.median_ms / inst.in_app_ms
                 ratios.append(ratio)
                 flushed.append(cold.median_ms / inst.in_app_ms)
-                print(f"{name:11s} {inst.entry['demangled'][:40]:40s} in-app {inst.in_app_ms:8.4f} ms"
+                print(f"{name:11s} {inst.demangled[:40]:40s} in-app {inst.in_app_ms:8.4f} ms"
                       f"  replay {res.median_ms:8.4f} ms  ratio {ratio:5.3f}  "
                       f"(L2 flushed {flushed[-1]:5.3f})  "
                       f"{'verified' if res.verified and cold.verified else 'FAILED'}", flush=True)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mneme_cc.recorddb import RecordDB
+from mneme_cc.record.db import RecordDB
 from mneme_cc.tune.tuner import Tuner, TuneSettings
 
 SPACES = Path(__file__).with_name("tune_spaces.py")

@@ -208,7 +208,7 @@ def instance(tmp_path):
     import numpy as np
     from synthetic_db import make_database
 
-    from mneme_cc.recorddb import RecordDB
+    from mneme_cc.record.db import RecordDB
 
     a = np.arange(1024, dtype=np.float32)
     make_database(tmp_path / "db", a, a, a + a)

@@ -8,7 +8,7 @@ import stat
 import pytest
 from conftest import SAMPLES, run, tool_env
 
-from mneme_cc import driver, toolchain
+from mneme_cc.build import driver, toolchain
 
 HELLO = SAMPLES / "plain" / "hello.c"
 VARIANT = SAMPLES / "variant.cu"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import FLAG_MATRIX, MATRIX_EXAMPLES, run, tool_env
 
-from mneme_cc.recorddb import RecordDB
+from mneme_cc.record.db import RecordDB
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.replayer import Replayer
 

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from conftest import run, tool_env
 
-from mneme_cc.recorddb import RecordDB
+from mneme_cc.record.db import RecordDB
 
 pytestmark = pytest.mark.gpu
 

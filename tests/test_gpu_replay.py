@@ -14,7 +14,7 @@ import pytest
 from conftest import EXAMPLE_NAMES, run, tool_env
 from test_gpu_record import ARGS
 
-from mneme_cc.recorddb import RecordDB
+from mneme_cc.record.db import RecordDB
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.replayer import Replayer
 

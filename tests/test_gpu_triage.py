@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import run
 
-from mneme_cc.recorddb import RecordDB
+from mneme_cc.record.db import RecordDB
 
 pytestmark = pytest.mark.gpu
 
@@ -62,7 +62,7 @@ def test_bisect_names_a_planted_miscompile_and_shows_its_ir(vector_add, tmp_path
     db = str(vector_add.db.path)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"pipeline": PLANTED}))
-    out = run(["mneme", "diff", "--bisect", "-rdb", db, "--config", str(bad)], check=False)
+    out = run(["mneme", "bisect", "-rdb", db, "--config", str(bad)], check=False)
     assert out.returncode == 1, out.stderr
     finding = json.loads(out.stdout)
     assert (finding["stage"], finding["culprit"], finding["position"]) == \
@@ -80,14 +80,14 @@ def test_bisect_of_a_good_config_and_of_a_bad_transform(vector_add, tmp_path):
     db = str(vector_add.db.path)
     good = tmp_path / "good.json"
     good.write_text(json.dumps({"pipeline": "default<O2>"}))
-    out = run(["mneme", "diff", "--bisect", "-rdb", db, "--config", str(good)])
+    out = run(["mneme", "bisect", "-rdb", db, "--config", str(good)])
     assert json.loads(out.stdout)["message"].startswith("nothing to find")
     # Launch bounds of 64 threads on the recorded 256-thread blocks: the launch
     # fails however the IR was optimised, and not without the bounds.
     bounds = tmp_path / "bounds.json"
     bounds.write_text(json.dumps({"pipeline": "default<O3>", "launch_bounds": True,
                                   "max_threads": 64}))
-    out = run(["mneme", "diff", "--bisect", "-rdb", db, "--config", str(bounds)], check=False)
+    out = run(["mneme", "bisect", "-rdb", db, "--config", str(bounds)], check=False)
     finding = json.loads(out.stdout)
     assert out.returncode == 1 and (finding["stage"], finding["culprit"]) == \
         ("transform", "launch_bounds")

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from conftest import run, tool_env
 
-from mneme_cc.recorddb import RecordDB
+from mneme_cc.record.db import RecordDB
+from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.replayer import Replayer
-from mneme_cc.replay import outcome as oc
 
 pytestmark = pytest.mark.gpu
 

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 from conftest import EXAMPLES, run
 
-from mneme_cc.embedded import read_embedded_modules
+from mneme_cc.build.embedded import read_embedded_modules
 from mneme_cc.errors import UsageError
-from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.jit import KernelLaunch, Pipeline, compile_ptx, llvm_binding
+from mneme_cc.replay.config import Pipeline, ReplayConfig
+from mneme_cc.replay.jit import KernelLaunch, compile_ptx
+from mneme_cc.replay.llvm import llvm_binding, pipeline_of
 from mneme_cc.replay.numerics import Codegen
 
 KERNEL = "_Z10vector_addPKfS0_Pfi"
@@ -83,7 +84,7 @@ def test_pipelines_differ(bitcode):
 
 def test_unknown_pass_is_an_error_that_lists_the_known_ones():
     with pytest.raises(UsageError) as err:
-        Pipeline.parse("instcombine,loop-magic")
+        pipeline_of("instcombine,loop-magic")
     assert "loop-magic" in str(err.value) and "instcombine" in str(err.value)
     assert Pipeline.parse("default<O2>").level == 2
     assert Pipeline.parse(" sroa , gvn ").passes == ("sroa", "gvn")
@@ -238,7 +239,7 @@ def test_the_device_compare_kernels_compile():
     """Verification's compare kernels go through the same llvmlite + nvJitLink path."""
     from mneme_cc.replay.cubin import compile_cubin
     from mneme_cc.replay.gpu_compare import BYTES, COMPARE_IR, VECTORS
-    from mneme_cc.replay.jit import llvm_binding
+    from mneme_cc.replay.llvm import llvm_binding
 
     llvm = llvm_binding()
     module = llvm.parse_assembly(COMPARE_IR)

@@ -92,19 +92,19 @@ def test_runs_that_agree_but_differ_from_the_recording_are_not_reproduced(instan
 
 
 def test_an_index_entry_with_a_bad_hash_is_refused(instance):
-    from mneme_cc.recorddb import RecordDB
+    from mneme_cc.record.db import RecordDB
 
     (entry_path,) = (instance.db.path / "index").glob("*.json")
     entry = json.loads(entry_path.read_text())
     entry["dynamic_hash"] = "../../escape"
     entry_path.write_text(json.dumps(entry))
     with pytest.raises(RecordDBError, match="'dynamic_hash' is not a hex hash"):
-        RecordDB(instance.db.path).instances
+        _ = RecordDB(instance.db.path).instances
     entry["dynamic_hash"] = instance.dynamic_hash
     entry["prologue"] = "DeviceState\u0000x"
     entry_path.write_text(json.dumps(entry))
     with pytest.raises(RecordDBError, match="not a file of the database"):
-        RecordDB(instance.db.path).instances
+        _ = RecordDB(instance.db.path).instances
 
 
 def test_check_needs_a_database(tmp_path):

@@ -20,7 +20,7 @@ from synthetic_db import make_database
 from mneme_cc import _native
 from mneme_cc.build_info import build_info
 from mneme_cc.errors import RecordDBError
-from mneme_cc.recorddb import RecordDB
+from mneme_cc.record.db import RecordDB
 
 M64 = (1 << 64) - 1
 K1, K2, K3 = 0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9
@@ -211,7 +211,7 @@ def test_record_db_reads_instances_lazily(synthetic):
     assert kernel.bitcode()[:2] == b"BC"
     (inst,) = kernel.instances
     assert inst.grid == (4, 1, 1) and inst.arg_as(3, np.int32) == 3000
-    assert db.kernel("add") is kernel and db.instance(inst.dynamic_hash) is inst
+    assert db.kernel("add") is kernel and db.find(rid=inst.dynamic_hash) is inst
     pa, pb, pc = (int(inst.arg_as(k, np.uint64)) for k in range(3))
     assert np.array_equal(inst.prologue.region(pa).array(np.float32), a)
     assert np.array_equal(inst.prologue.region(pc).array(np.float32), np.zeros(3000))
@@ -339,7 +339,7 @@ def test_recorder_exports_only_cuda_entry_points():
 
 def test_instance_module_is_the_kernels_ir(synthetic, tmp_path):
     """`inst.module`: the recorded IR through llvmlite, for analysis."""
-    from mneme_cc.embedded import read_embedded_modules
+    from mneme_cc.build.embedded import read_embedded_modules
 
     path, *_ = synthetic
     obj = tmp_path / "add.o"
@@ -405,6 +405,6 @@ def test_signals_to_record_reach_the_application(tmp_path, signum, status):
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == status and "Traceback" not in err, err
-    from mneme_cc.recorddb import RecordDB
+    from mneme_cc.record.db import RecordDB
 
     assert RecordDB(tmp_path / "db").instances == []

@@ -166,7 +166,7 @@ def test_diff_errors_are_one_line_with_exit_2(instance, tmp_path):
         (["mneme", "diff", "--config", "x.json"], "-rid and --config need -rdb DIR"),
         # --config files: one reader, one kind of message, for diff, bisect and replay.
         (["mneme", "diff", "-rdb", db, "--config", str(broken)], f"{broken}: not JSON"),
-        (["mneme", "diff", "--bisect", "-rdb", db, "--config", str(tmp_path / "absent.json")],
+        (["mneme", "bisect", "-rdb", db, "--config", str(tmp_path / "absent.json")],
          "absent.json: no such file"),
         (["mneme", "replay", "-rdb", db, "--config", str(listed)],
          f"{listed}: not a ReplayConfig (a JSON object)"),
@@ -264,7 +264,7 @@ def test_element_types_are_read_off_the_kernels_ir(tmp_path):
     """From a real mneme-cxx build: pointers used as one element type get it."""
     from conftest import EXAMPLES
 
-    from mneme_cc.embedded import read_embedded_modules
+    from mneme_cc.build.embedded import read_embedded_modules
     from mneme_cc.replay.dtypes import kernel_pointer_dtypes
 
     found = {}

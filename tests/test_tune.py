@@ -15,8 +15,8 @@ from conftest import run, tool_env
 from tune_doubles import H100, FakeExecutor, assert_one_study
 
 from mneme_cc.errors import UsageError
-from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay import outcome as oc
+from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.tune.export import export, proteus_entry
 from mneme_cc.tune.samplers import make_sampler, parse_objectives
 from mneme_cc.tune.space import (
@@ -369,7 +369,7 @@ def test_search_space_base_is_empty_and_categoricals_enumerate(instance):
 
 COOPERATE = """
 import sys
-from mneme_cc.recorddb import RecordDB
+from mneme_cc.record.db import RecordDB
 from mneme_cc.tune.storage import open_storage
 from mneme_cc.tune.tuner import Tuner, TuneSettings
 from tune_doubles import H100, SlowFakeExecutor
@@ -471,7 +471,7 @@ def test_report_draws_every_figure_and_a_page(instance, tmp_path):
     # The importance plot names the parameters the space searched.
     import optuna
 
-    from mneme_cc.tune.report import StudyDir
+    from mneme_cc.tune.study_dir import StudyDir
 
     assert set(optuna.importance.get_param_importances(StudyDir(studies / "one").study())) \
         <= {"pipeline", "specialize_args", "specialize_dims", "launch_bounds",
@@ -488,7 +488,7 @@ def test_report_errors_are_one_line(instance, tmp_path):
               check=False)
     assert out.returncode == 2 and "no study nope in" in out.stderr
     # Damaged lines of trials.jsonl (a writer killed mid-line) are left out, and said.
-    from mneme_cc.tune.report import StudyDir
+    from mneme_cc.tune.study_dir import StudyDir
 
     trials = instance.db.path / "tune" / "one" / "trials.jsonl"
     lines = trials.read_text().splitlines()

@@ -8,8 +8,8 @@ import time
 from concurrent.futures import Future
 from pathlib import Path
 
-from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay import outcome as oc
+from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.tune.executor import TrialResult
 from mneme_cc.tune.properties import DeviceProperties
 

@@ -27,6 +27,22 @@ def run_subcommand(name: str) -> None:
     app(args=[name, *sys.argv[1:]], prog_name=f"mneme-{name}")
 
 
+def inspect_main() -> None:
+    run_subcommand("inspect")
+
+
+def replay_main() -> None:
+    run_subcommand("replay")
+
+
+def export_main() -> None:
+    run_subcommand("export")
+
+
+def diff_main() -> None:
+    run_subcommand("diff")
+
+
 def __getattr__(name: str):
     if name == "app":
         from mneme_cc.cli.typer_app import app

@@ -1,9 +1,11 @@
 """Option values shared by commands: comma lists of integers (`--grid 128,2`,
-`--devices 0,1`) and verification-policy files (`--verify FILE`)."""
+`--devices 0,1`), verification-policy files (`--verify FILE`) and the instance
+that `-rdb DIR [-rid ID] [--kernel NAME]` names."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 from mneme_cc.errors import UsageError
 
@@ -21,3 +23,13 @@ def policies_file(path: Path | None) -> dict:
     from mneme_cc.fileio import read_json_object
 
     return read_json_object(path, "verification policies keyed by buffer") if path else {}
+
+
+def find_instance(database: Path, rid: Optional[str], kernel: Optional[str]):
+    """The instance the user means; DIR/<static>.json (a kernel's file) names a kernel."""
+    from mneme_cc.record import RecordDB
+
+    static = None
+    if database.suffix == ".json" and database.is_file():
+        static, database = database.stem, database.parent
+    return RecordDB(database).find(rid=rid, kernel=kernel, static=static)

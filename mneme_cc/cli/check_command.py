@@ -47,7 +47,7 @@ def check(
     recorded settings: bitwise, within a nondeterministic spread, or different.
     A table on a terminal, JSON when piped or with --json."""
     from mneme_cc.errors import UsageError
-    from mneme_cc.recorddb import RecordDB
+    from mneme_cc.record.db import RecordDB
     from mneme_cc.replay import outcome as oc
     from mneme_cc.replay.audit import check_instance
 

@@ -64,9 +64,6 @@ def diff(
     first: Annotated[int, typer.Option(help="Differing elements to show per buffer.")] = 8,
     histogram: Annotated[bool, typer.Option(help="Count errors per decade of |a - b|.")]
     = False,
-    bisect: Annotated[bool, typer.Option(
-        help="Find the pass, transform or ptxas level that makes --config diverge from the "
-             "recorded epilogue.")] = False,
     device: Annotated[int, typer.Option(help="GPU ordinal for --config sides.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
@@ -78,15 +75,9 @@ def diff(
     if first < 0:
         raise UsageError(f"--first {first}: give a count of elements (0 or more)")
 
-    if bisect:
-        if database is None or saved or len(config or []) != 1:
-            raise UsageError("--bisect takes -rdb DIR [-rid ID] and one --config BAD.json")
-        _bisect(database, rid, config[0], device, as_json)
-        return
-
     inst = None
     if database is not None:
-        from mneme_cc.cli.replay_command import find_instance
+        from mneme_cc.cli._options import find_instance
 
         inst = find_instance(database, rid, None)
     elif rid or config:
@@ -119,32 +110,4 @@ def diff(
     else:
         _table(a, b, diffs)
     if not same:
-        raise typer.Exit(EXIT_DIFFERENT)
-
-
-def _bisect(database: Path, rid: Optional[str], config_path: Path, device: int,
-            as_json: bool) -> None:
-    from mneme_cc.cli.replay_command import find_instance
-    from mneme_cc.replay.config import ReplayConfig
-    from mneme_cc.triage.bisect import Bisector
-
-    inst = find_instance(database, rid, None)
-    config = ReplayConfig.load(config_path)
-    finding = Bisector(inst, config, device).run()
-    if as_json or not sys.stdout.isatty():
-        print(json.dumps({"instance": inst.name, "config": str(config_path),
-                          **finding.to_dict()}, indent=2))
-    else:
-        from rich.console import Console
-        from rich.syntax import Syntax
-
-        console = Console()
-        console.print(f"[bold]{inst.entry['demangled']}[/] {inst.name}, {config_path}")
-        for step in finding.steps:
-            mark = "[green]verified[/]" if step["verified"] else "[red]diverges[/]"
-            console.print(f"  {step['config']}: {mark}")
-        console.print(f"{finding.message} ({finding.replays} replays)")
-        if finding.ir_diff:
-            console.print(Syntax(finding.ir_diff, "diff"))
-    if finding.stage != "none":
         raise typer.Exit(EXIT_DIFFERENT)

@@ -25,13 +25,13 @@ def export(
     """Write the best verified configurations for deployment."""
     from mneme_cc.errors import UsageError
     from mneme_cc.tune.export import export as export_files
-    from mneme_cc.tune.export import find_best
+    from mneme_cc.tune.study_dir import best_files
 
     if proteus is None and mneme is None:
         raise UsageError("say where to write: --proteus FILE, --mneme FILE, or both")
     files = list(best or [])
     if database is not None:
-        files += find_best(database)
+        files += best_files(database)
     if not files:
         raise UsageError("nothing to export: give best.json files or -rdb DIR with tuned "
                          "studies (run `mneme tune` first)")

@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
     from pathlib import Path
 
     from mneme_cc.errors import MnemeError, UsageError
-    from mneme_cc.recorder import RecordSettings, parse_size, run_recorded
+    from mneme_cc.record.launcher import RecordSettings, parse_size, run_recorded
 
     args = parser().parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command

@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from mneme_cc.cli._errors import reports_errors
-from mneme_cc.cli._options import int_list, policies_file
+from mneme_cc.cli._options import find_instance, int_list, policies_file
 
 #: Exit status when the replayed kernel does not reproduce the epilogue.
 EXIT_FAILED_VERIFICATION = 1
@@ -49,36 +49,12 @@ def _tuning(text: Optional[str]) -> dict:
     return out
 
 
-def find_instance(database: Path, rid: Optional[str], kernel: Optional[str]):
-    """The instance the user means: by id, by kernel, or the only one."""
-    from mneme_cc.errors import UsageError
-    from mneme_cc.recorddb import RecordDB
-
-    static = None
-    if database.suffix == ".json" and database.is_file():  # the seed form: DIR/<static>.json
-        static, database = database.stem, database.parent
-    db = RecordDB(database)
-    candidates = db.instances
-    if static:
-        candidates = [i for i in candidates if i.static_hash == static]
-    if kernel:
-        wanted = db.kernel(kernel)
-        candidates = [i for i in candidates if i.static_hash == wanted.static_hash]
-    if rid:
-        candidates = [i for i in candidates if rid in (i.name, i.dynamic_hash)]
-    if len(candidates) != 1:
-        what = "no instance" if not candidates else f"{len(candidates)} instances"
-        raise UsageError(f"{what} in {database} match; choose one with -rid "
-                         "(`mneme ls` lists them)")
-    return candidates[0]
-
-
 def result_summary(inst, result) -> dict:
     return {
         "instance": inst.name, "kernel": inst.kernel_name, "outcome": result.outcome,
         "failure": result.failure, "numerics": result.numerics,
         "nondeterministic": result.nondeterministic,
-        "config": json.loads(result.config.to_json()),
+        "config": result.config.to_dict(),
         "mismatches": [dataclasses.asdict(m) for m in result.mismatches],
         "samples_ms": result.samples_ms, "median_ms": result.median_ms,
         "min_ms": result.min_ms, "mean_ms": result.mean_ms, "stdev_ms": result.stdev_ms,
@@ -157,9 +133,9 @@ def replay(
             min_blocks_per_sm=min_blocks, iterations=iterations, warmup=warmup,
             baseline=baseline, verify=policies_file(verify), flush_l2=flush_l2)
     if config.baseline is None:
-        from mneme_cc.replay.jit import Pipeline
+        from mneme_cc.replay.llvm import pipeline_of
 
-        Pipeline.parse(config.pipeline)  # a bad pipeline is a usage error before any GPU work
+        pipeline_of(config.pipeline)  # a bad pipeline is a usage error before any GPU work
     if emit is not None and config.baseline == "original":
         raise UsageError("--emit writes what mneme-cc compiled; the 'original' baseline runs "
                          "the application's own binary")
@@ -193,7 +169,7 @@ def replay(
 
         console = Console()
         colour = "green" if result.verified else "red"
-        console.print(f"[bold]{inst.entry['demangled']}[/] {inst.name}: "
+        console.print(f"[bold]{inst.demangled}[/] {inst.name}: "
                       f"[{colour}]{result.outcome}[/]")
         console.print(f"  median {result.median_ms:.4f} ms (min {result.min_ms:.4f}, "
                       f"stdev {result.stdev_ms:.4f}; in-app {inst.in_app_ms:.4f} ms)")

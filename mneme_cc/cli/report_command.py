@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -22,7 +21,8 @@ def report(
 ) -> None:
     """Plot tuning studies: history, parameter importance, Pareto front, best vs baseline."""
     from mneme_cc.errors import UsageError
-    from mneme_cc.tune.report import find_studies, render
+    from mneme_cc.tune.report import render
+    from mneme_cc.tune.study_dir import find_studies
 
     studies = find_studies(database, study)
     if out is not None and len(studies) > 1:

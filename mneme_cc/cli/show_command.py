@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from mneme_cc.cli._errors import reports_errors
-from mneme_cc.cli.ls_command import determinism_note, human_bytes, instance_summary, shape
+from mneme_cc.cli._format import determinism_note, human_bytes, instance_summary, shape
 
 
 def _regions(snapshot) -> list[dict]:
@@ -43,12 +43,12 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Show one kernel or one instance: parameters, launch, snapshot regions."""
-    from mneme_cc.recorddb import RecordDB
+    from mneme_cc.record.db import RecordDB
 
     db = RecordDB(database)
     # Damage in an instance's files is reported as such, not as "no kernel matches".
     is_instance = any(key in (i.name, i.dynamic_hash) for i in db.instances)
-    detail = _instance_detail(db.instance(key)) if is_instance else _kernel_detail(db.kernel(key))
+    detail = _instance_detail(db.find(rid=key)) if is_instance else _kernel_detail(db.kernel(key))
     if as_json:
         print(json.dumps(detail, indent=2))
         return

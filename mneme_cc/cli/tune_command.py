@@ -69,7 +69,7 @@ def tune(
     """Search configurations of recorded instances; keep the best verified one."""
     from mneme_cc.cli._options import policies_file
     from mneme_cc.errors import UsageError
-    from mneme_cc.recorddb import RecordDB
+    from mneme_cc.record.db import RecordDB
     from mneme_cc.tune.samplers import SAMPLERS, parse_objectives
     from mneme_cc.tune.tuner import Tuner, TuneSettings
 
@@ -87,7 +87,7 @@ def tune(
             raise UsageError(f"{flag} must be at least {least}, not {value}")
     db = RecordDB(database)
     if rid or kernel:
-        from mneme_cc.cli.replay_command import find_instance
+        from mneme_cc.cli._options import find_instance
 
         instances = [find_instance(database, rid, kernel)] if rid else \
             [i for i in db.instances if i.static_hash == db.kernel(kernel).static_hash]
@@ -122,7 +122,7 @@ def _tune_one(inst, settings, tuner_class, interactive: bool) -> dict:
     from rich.table import Table
 
     console = Console()
-    console.print(f"[bold]{inst.entry.get('demangled', inst.kernel_name)}[/] {inst.name}")
+    console.print(f"[bold]{inst.demangled}[/] {inst.name}")
 
     def table(tuner) -> Table:
         s = tuner.summary()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import typer
 
 from mneme_cc.cli import (
+    bisect_command,
     check_command,
     config_command,
     diff_command,
@@ -68,4 +69,5 @@ app.command("tune")(tune_command.tune)
 app.command("export")(export_command.export)
 app.command("report")(report_command.report)
 app.command("diff")(diff_command.diff)
+app.command("bisect")(bisect_command.bisect)
 app.command("check")(check_command.check)

@@ -97,5 +97,5 @@ def check_instance(instance, *, iterations: int = 10, cache_dir=None) -> Instanc
     found = load(instance)
     state = found.state if found else "unknown"
     spreads = found.to_dict()["buffers"] if found else []
-    return InstanceCheck(instance.name, instance.entry.get("demangled", instance.kernel_name),
+    return InstanceCheck(instance.name, instance.demangled,
                          state, spreads, checks)

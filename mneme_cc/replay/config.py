@@ -27,6 +27,44 @@ TUNING_OPTIONS = {"loop_unrolling": bool, "loop_vectorization": bool,
                   "inlining_threshold": int}
 
 
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(value[k]) for k in sorted(value)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A pipeline string: `default<O0..O3>`, `none` (no pass: bisection's start), or
+    a comma list of pass names (checked against LLVM by replay.llvm.pipeline_of)."""
+
+    level: int | None          # default<O{level}>, or None for a pass list
+    passes: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> Pipeline:
+        if not isinstance(text, str):
+            raise UsageError(f"pipeline must be a string such as default<O3>, not {text!r}")
+        text = text.strip()
+        m = re.fullmatch(r"default<O([0-3])>", text)
+        if m:
+            return cls(int(m.group(1)))
+        if text == "none":
+            return cls(None, ())
+        passes = tuple(p.strip() for p in text.split(",") if p.strip())
+        if not passes:
+            raise UsageError(f"pipeline '{text}' names no pass; use default<O0>..default<O3>, "
+                             "none, or a comma list of pass names")
+        return cls(None, passes)
+
+    def __str__(self) -> str:
+        if self.level is not None:
+            return f"default<O{self.level}>"
+        return ",".join(self.passes) or "none"
+
+
 def _dim3(value: Any, name: str) -> Dim3 | None:
     if value is None:
         return None
@@ -99,16 +137,15 @@ class ReplayConfig:
         if self.fp_contract is not None and self.fp_contract not in ("fast", "on", "off"):
             raise UsageError(f"fp_contract must be fast, on or off (or null for the "
                              f"application's), not {self.fp_contract!r}")
-        if not isinstance(self.pipeline, str):
-            raise UsageError(f"pipeline must be a string such as default<O3>, not "
-                             f"{self.pipeline!r}")
+        Pipeline.parse(self.pipeline)
         if self.opt_bisect_limit is not None and self.opt_bisect_limit < 0:
             raise UsageError("opt_bisect_limit counts passes (>= 0)")
         if any(i < 0 for i in self.specialize_args):
             raise UsageError("specialize_args are parameter indices (>= 0)")
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """JSON's form: keys sorted, tuples as lists (what from_json reads back)."""
+        return _plain(dataclasses.asdict(self))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
@@ -145,11 +182,11 @@ class ReplayConfig:
                 warmup=self.warmup, flush_l2=self.flush_l2, verify=self.verify,
                 baseline=self.baseline)
         grounded = self
-        level = re.fullmatch(r"default<O([0-3])>", self.pipeline.strip())
-        if not level:
+        level = Pipeline.parse(self.pipeline).level
+        if level is None:
             grounded = dataclasses.replace(grounded, tuning={})  # a pass list takes none
         else:  # what the level sets anyway is no setting
-            defaults = clang_tuning(int(level.group(1)))
+            defaults = clang_tuning(level)
             grounded = dataclasses.replace(grounded, tuning={
                 k: v for k, v in self.tuning.items() if k not in defaults or defaults[k] != v})
         if not self.launch_bounds:

@@ -87,7 +87,7 @@ def fold_fma(ir_text: str) -> str:
     and above: an fadd/fsub with `contract` whose operand is a single-use
     fmul with `contract` (the first operand first, in any block) becomes
     `llvm.fma` with the flags both share. Replay runs it here, on the flags
-    the build's IR had, and turns LLVM's own off (jit.llvm_binding), so that
+    the build's IR had, and turns LLVM's own off (replay.llvm.llvm_binding), so that
     the flags `mark_contract` adds cannot make it fold more than the
     application's compile did."""
     return _declare_intrinsics(irtext.map_bodies(ir_text, _fold_function), "fma")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from mneme_cc.replay import irtext
-from mneme_cc.replay.jit import llvm_binding
+from mneme_cc.replay.llvm import llvm_binding
 
 _NUMPY = {"half": "float16", "float": "float32", "double": "float64", "i8": "int8",
           "i16": "int16", "i32": "int32", "i64": "int64"}

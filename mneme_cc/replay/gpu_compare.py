@@ -138,7 +138,7 @@ class GpuComparer:
     def __init__(self, device: dev.Device):
         from mneme_cc.replay.config import ReplayConfig
         from mneme_cc.replay.cubin import compile_cubin
-        from mneme_cc.replay.jit import llvm_binding
+        from mneme_cc.replay.llvm import llvm_binding
 
         drv = dev._driver()
         llvm = llvm_binding()

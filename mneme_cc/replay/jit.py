@@ -13,7 +13,6 @@ anything else runs.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import struct
@@ -25,66 +24,9 @@ from dataclasses import dataclass, field
 from mneme_cc.errors import UsageError
 from mneme_cc.replay import contraction, irtext, numerics
 from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.replay.llvm import llvm_binding, named_passes, pipeline_of
 from mneme_cc.replay.mutations import MUTATIONS
 from mneme_cc.replay.numerics import Codegen
-
-
-@functools.cache
-def llvm_binding():
-    """llvmlite.binding with every target and asm printer ready (NVPTX among
-    them), with the LLVM option clang sets for every CUDA device compile and
-    NVPTX's FMA peephole off (replay runs it itself, contraction.fold_fma)."""
-    import llvmlite.binding as llvm
-
-    llvm.initialize_all_targets()
-    llvm.initialize_all_asmprinters()
-    llvm.set_option("mneme", "-enable-memcpyopt-without-libcalls")
-    llvm.set_option("mneme", "-disable-nvptx-ir-peephole")
-    return llvm
-
-
-@functools.cache
-def named_passes() -> dict[str, str]:
-    """Pass names a pipeline may list -> llvmlite's ModulePassManager method."""
-    llvm = llvm_binding()
-    methods = [m for m in dir(llvm.ModulePassManager)
-               if m.startswith("add_") and m.endswith("_pass")]
-    # Printers and viewers write files or open windows: not optimisations.
-    names = {m[4:-5].replace("_", "-"): m for m in methods
-             if not any(word in m for word in ("printer", "viewer", "aa_eval"))}
-    # LLVM's own spellings of the common ones.
-    aliases = {"instcombine": "instruction-combine", "gvn": "new-gvn", "dce": "dead-code-elimination",
-               "adce": "aggressive-dce", "dse": "dead-store-elimination", "simplifycfg": "simplify-cfg",
-               "loop-unroll": "loop-unroll", "licm": None,
-               "inline": "always-inliner", "globaldce": "global-dead-code-eliminate",
-               "memcpyopt": "mem-copy-opt", "reassociate": "reassociate"}
-    for alias, target in aliases.items():
-        if target in names:
-            names[alias] = names[target]
-    return names
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    level: int | None          # default<O{level}>, or None for a pass list
-    passes: tuple[str, ...] = ()
-
-    @classmethod
-    def parse(cls, text: str) -> Pipeline:
-        text = text.strip()
-        m = re.fullmatch(r"default<O([0-3])>", text)
-        if m:
-            return cls(int(m.group(1)))
-        if text == "none":  # no pass at all (bisection's starting point)
-            return cls(None, ())
-        known = {**named_passes(), **MUTATIONS}
-        passes = tuple(p.strip() for p in text.split(",") if p.strip())
-        unknown = [p for p in passes if p not in known]
-        if not passes or unknown:
-            raise UsageError(f"unknown pass(es) in pipeline '{text}': "
-                             f"{', '.join(unknown) or '(none given)'}; use default<O0>..default<O3> "
-                             f"or a comma list of: {', '.join(sorted(known))}")
-        return cls(None, passes)
 
 
 @dataclass
@@ -209,7 +151,7 @@ def _optimize_child() -> None:
 
 def _optimize(llvm, module, machine, config, kernel: str):
     """Runs the pipeline; a pass list runs in segments around mneme's mutations."""
-    pipeline = Pipeline.parse(config.pipeline)
+    pipeline = pipeline_of(config.pipeline)
     if pipeline.level is not None:
         options = llvm.create_pipeline_tuning_options(speed_level=pipeline.level)
         for name, value in {**numerics.clang_tuning(pipeline.level), **config.tuning}.items():

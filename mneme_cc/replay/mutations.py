@@ -8,7 +8,7 @@ text in a way that changes what the kernel computes, like a buggy pass would:
                         inverse predicate (`slt` becomes `sge`)
     mneme-drop-store    the kernel's first store is deleted
 
-`mneme diff --bisect` must then name it. Nothing else uses them.
+`mneme bisect` must then name it. Nothing else uses them.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ the runs and the recording, and verified from then on under a tolerance
 derived from that spread (`TOLERANCE_FACTOR` times it), which a per-buffer
 policy for the same buffer overrides. A buffer that the runs reproduce
 among themselves but not as recorded is no nondeterminism: it stays a
-failure, and the instance is marked "not reproduced". A replay that passes only thanks to such a tolerance has the
-outcome `nondeterministic`.
+failure, and the instance is marked "not reproduced". A replay that passes
+only thanks to such a tolerance has the outcome `nondeterministic`.
 
 The finding is stored beside the recording, `fidelity/<instance>.json` in the
 database (docs/record-db.md), so that `mneme ls`, `mneme show`, `mneme check`

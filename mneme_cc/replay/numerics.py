@@ -123,7 +123,7 @@ class Codegen:
         """
         if meta and meta.get("codegen") is not None:
             return cls.from_metadata(meta)
-        from mneme_cc.replay.jit import llvm_binding
+        from mneme_cc.replay.llvm import llvm_binding
 
         try:
             text = str(llvm_binding().parse_bitcode(bitcode))
@@ -166,7 +166,7 @@ class Codegen:
 
 
 def codegen_of(kernel) -> Codegen:
-    """A recorded kernel's build options (mneme_cc.recorddb.Kernel), read once.
+    """A recorded kernel's build options (mneme_cc.record.RecordedKernel), read once.
 
     Raises:
         RecordDBError: the recorded options are malformed.

@@ -18,7 +18,7 @@ import numpy as np
 
 from mneme_cc.errors import UsageError
 from mneme_cc.fileio import write_text_atomic
-from mneme_cc.recorddb import RecordDB, Snapshot, _native
+from mneme_cc.record.db import RecordDB, Snapshot, _native
 
 STATE, META = "output.mneme", "output.json"
 EPILOGUE = 2  # the store's kind for a snapshot taken after a launch

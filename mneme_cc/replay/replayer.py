@@ -15,7 +15,6 @@ configuration keeps the build's numerics (mneme_cc.replay.numerics).
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from mneme_cc.recorddb import ALLOCATION, GLOBAL, Instance
+from mneme_cc.record.db import ALLOCATION, GLOBAL, Instance
 from mneme_cc.replay import device as dev
 from mneme_cc.replay import nondeterminism as nd
 from mneme_cc.replay import outcome as oc
@@ -89,9 +88,9 @@ class ReplayResult:
             return "numerics-changing: " + "; ".join(self.numerics)
         if self.config.pin_contraction:
             return ("pinned contraction: the application's ptxas fused multiply-adds that LLVM "
-                    "left (mneme check's pinned column), or a miscompile (mneme diff --bisect)")
+                    "left (mneme check's pinned column), or a miscompile (mneme bisect)")
         return ("the configuration keeps the build's numerics: a miscompile, a launch the "
-                "kernel does not support, or an unexplained difference (mneme diff --bisect)")
+                "kernel does not support, or an unexplained difference (mneme bisect)")
 
     @property
     def median_ms(self) -> float:
@@ -524,7 +523,7 @@ class Replayer:
                        oc.NONDETERMINISTIC if tolerated else oc.VERIFIED)
             if saved is not None:
                 save_output_dir(Path(save_output), inst, saved, {
-                    "config": json.loads(config.to_json()), "outcome": outcome})
+                    "config": config.to_dict(), "outcome": outcome})
             lap("verify")
             samples = self._time(function, grid, block, smem, globals_, config)
             lap("time")

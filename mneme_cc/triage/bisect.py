@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mneme_cc.errors import UsageError
+from mneme_cc.replay import irtext
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.device import DeviceError
-from mneme_cc.replay import irtext
-from mneme_cc.replay.jit import Pipeline
+from mneme_cc.replay.llvm import pipeline_of
 
 _BISECT_LINE = re.compile(r"BISECT: (?:NOT )?running pass \((\d+)\) (.+?) on (.+)$")
 
@@ -59,7 +59,7 @@ def _function_text(ir: str, name: str) -> str:
 class Bisector:
     def __init__(self, instance, config: ReplayConfig, device: int = 0, cache_dir=None):
         if config.baseline is not None:
-            raise UsageError("--bisect searches how mneme-cc compiled the kernel; a baseline "
+            raise UsageError("mneme bisect searches how mneme-cc compiled the kernel; a baseline "
                              "config compiles nothing")
         self.instance, self.config = instance, config
         self.device, self.cache_dir = device, cache_dir
@@ -105,7 +105,7 @@ class Bisector:
             numerics = self._numerics()
             if numerics:
                 return numerics
-            pipeline = Pipeline.parse(self.config.pipeline)
+            pipeline = pipeline_of(self.config.pipeline)
             if pipeline.level is None:
                 found = self._bisect_pass_list(pipeline.passes)
             else:
@@ -192,7 +192,7 @@ class Bisector:
 
     def _bisect_transforms_and_ptxas(self) -> Finding:
         bare = dataclasses.replace(self.config, pipeline="none") \
-            if Pipeline.parse(self.config.pipeline).level is None \
+            if pipeline_of(self.config.pipeline).level is None \
             else dataclasses.replace(self.config, opt_bisect_limit=0)
         transforms = {"specialize_args": (), "specialize_dims": False, "launch_bounds": False,
                       "fp_reassociate": False}

@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from mneme_cc.errors import UsageError
-from mneme_cc.recorddb import ALLOCATION, GLOBAL, Instance, RecordDB
+from mneme_cc.errors import RecordDBError, UsageError
+from mneme_cc.record.db import ALLOCATION, GLOBAL, Instance, RecordDB
+from mneme_cc.replay.compare import BufferDiff, diff_buffer, dtype_named
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.output import open_output
-from mneme_cc.replay.compare import BufferDiff, diff_buffer, dtype_named
 
 
 def buffer_name(kind: int, name: str, address: int) -> str:
@@ -143,5 +143,7 @@ def instance_of(side: Side, database: Path | None = None) -> Instance | None:
     path = Path(database or side.database)
     if not (path / "database.json").exists():
         return None
-    found = [i for i in RecordDB(path).instances if i.name == side.instance]
-    return found[0] if found else None
+    try:
+        return RecordDB(path).find(rid=side.instance)
+    except RecordDBError:
+        return None

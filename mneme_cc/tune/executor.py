@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from mneme_cc.errors import MnemeError
-from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay import outcome as oc
+from mneme_cc.replay.config import ReplayConfig
 
 _SPAWN = multiprocessing.get_context("spawn")  # CUDA state must not be forked
 
@@ -62,17 +62,16 @@ _instances: dict[tuple[str, str], Any] = {}
 
 
 def _instance(db_path: str, name: str):
-    from mneme_cc.recorddb import RecordDB
+    from mneme_cc.record import RecordDB
 
     if (db_path, name) not in _instances:
-        (inst,) = [i for i in RecordDB(db_path).instances if i.name == name]
-        _instances[db_path, name] = inst
+        _instances[db_path, name] = RecordDB(db_path).find(rid=name)
     return _instances[db_path, name]
 
 
 def _warm(db_path: str, name: str) -> None:
     """Starts a compile process: imports LLVM and reads the instance once."""
-    from mneme_cc.replay.jit import llvm_binding
+    from mneme_cc.replay.llvm import llvm_binding
 
     llvm_binding()
     _instance(db_path, name)

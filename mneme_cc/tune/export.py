@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 from typing import Any
 
 from mneme_cc.errors import UsageError
 from mneme_cc.fileio import locked, read_json_object, write_text_atomic
-from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.replay.config import Pipeline, ReplayConfig
 
 MNEME_FORMAT = {"format": "mneme-tuned-kernels", "version": 1}
 #: The compile fields a PROTEUS_TUNED_KERNELS entry carries; any other one
@@ -34,8 +33,8 @@ def proteus_entry(config: ReplayConfig, block: tuple[int, int, int]) -> dict[str
     defaults = ReplayConfig()
     unexpressed = [name for name in ReplayConfig.COMPILE_FIELDS if name not in PROTEUS_CARRIES
                    and getattr(config, name) != getattr(defaults, name)]
-    m = re.fullmatch(r"default<O([0-3])>", config.pipeline.strip())
-    if not m:
+    level = Pipeline.parse(config.pipeline).level
+    if level is None:
         unexpressed.append("pipeline (a pass list of llvmlite's pass names)")
     if config.baseline is not None:
         unexpressed.append(f"baseline {config.baseline!r} (nothing was tuned)")
@@ -45,7 +44,7 @@ def proteus_entry(config: ReplayConfig, block: tuple[int, int, int]) -> dict[str
     threads = math.prod(config.block or block)
     return {
         "Pipeline": config.pipeline.strip(),
-        "OptLevel": m.group(1),
+        "OptLevel": str(level),
         "CodeGenOptLevel": int(config.codegen_opt_level),
         "CodeGen": "rtc",
         "SpecializeArgs": bool(config.specialize_args),
@@ -61,10 +60,6 @@ def launch_shape(launch: dict[str, Any]) -> str:
     """`grid=X,Y,Z;block=X,Y,Z;smem=N`: the key of a recorded launch shape."""
     return (f"grid={','.join(map(str, launch['grid']))};"
             f"block={','.join(map(str, launch['block']))};smem={launch['shared_mem_bytes']}")
-
-
-def find_best(database: Path) -> list[Path]:
-    return sorted((database / "tune").glob("*/best.json"))
 
 
 def _load(path: Path, what: str) -> dict[str, Any]:

@@ -19,67 +19,10 @@ import base64
 import html
 import json
 from pathlib import Path
-from typing import Any
 
 from mneme_cc.errors import UsageError
-from mneme_cc.fileio import read_json_object, write_text_atomic
-from mneme_cc.tune import need_optuna
-from mneme_cc.tune.storage import open_storage
-
-
-def _trials(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """The trials a study appended, one JSON object a line, and how many lines
-    were damaged (a writer killed mid-line, another's line glued to it): those
-    are left out."""
-    if not path.exists():
-        return [], 0
-    out, damaged = [], 0
-    for line in path.read_text(errors="replace").splitlines():
-        try:
-            trial = json.loads(line)
-        except ValueError:
-            trial = None
-        if isinstance(trial, dict):
-            out.append(trial)
-        else:
-            damaged += 1
-    return out, damaged
-
-
-class StudyDir:
-    """What `mneme tune` wrote for one study."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        summary = path / "summary.json"
-        if not summary.exists():
-            raise UsageError(f"{path} holds no summary.json: not a study directory written by "
-                             "`mneme tune`")
-        self.summary: dict[str, Any] = read_json_object(summary, "a study summary")
-        best = path / "best.json"
-        self.best: dict[str, Any] | None = \
-            read_json_object(best, "a best.json") if best.exists() else None
-        self.trials, self.damaged_lines = _trials(path / "trials.jsonl")
-
-    def study(self):
-        optuna = need_optuna()
-
-        storage = open_storage(self.summary.get("storage"), self.path)
-        return optuna.load_study(study_name=self.summary["study"], storage=storage)
-
-
-def find_studies(database: Path, names: list[str] | None = None) -> list[StudyDir]:
-    root = database / "tune"
-    if names:
-        missing = [n for n in names if not (root / n).is_dir()]
-        if missing:
-            raise UsageError(f"no study {', '.join(missing)} in {root} (`ls {root}` lists them)")
-        return [StudyDir(root / n) for n in names]
-    found = sorted(p.parent for p in root.glob("*/summary.json"))
-    if not found:
-        raise UsageError(f"no tuning studies in {database}: run `mneme tune -rdb {database}` "
-                         "first")
-    return [StudyDir(p) for p in found]
+from mneme_cc.fileio import write_text_atomic
+from mneme_cc.tune.study_dir import StudyDir
 
 
 def _pyplot():

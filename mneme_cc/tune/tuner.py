@@ -21,15 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from mneme_cc.errors import UsageError
-from mneme_cc.fileio import write_text_atomic
+from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.tune import need_optuna
-from mneme_cc.replay import outcome as oc
 from mneme_cc.tune.executor import ReplayExecutor, TrialResult
 from mneme_cc.tune.properties import DeviceProperties
 from mneme_cc.tune.samplers import OBJECTIVES, make_sampler
 from mneme_cc.tune.space import SearchSpace, load_space
 from mneme_cc.tune.storage import describe, open_storage
+from mneme_cc.tune.study_dir import StudyDir
 
 REPORT_INTERVAL_S = 1.0
 
@@ -123,7 +123,7 @@ class Tuner:
             self.space.run["verify"] = settings.verify
         self.name = settings.study_name or f"{instance.name}-{settings.space.replace('/', '_')}"
         self.out = Path(settings.out_dir or instance.db.path / "tune" / self.name)
-        self.out.mkdir(parents=True, exist_ok=True)
+        self.study_dir = StudyDir.create(self.out)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
         storage = open_storage(settings.storage, self.out)
@@ -162,7 +162,7 @@ class Tuner:
             "outcome": result.outcome, "median_ms": result.median_ms,
             "samples_ms": result.samples_ms, "registers": result.registers,
             "cubin_bytes": result.cubin_bytes, "error": result.error[:500],
-            "config": json.loads(result.config.to_json())})
+            "config": result.config.to_dict()})
         try:
             if result.verified:
                 self.study.tell(trial, self.values(result))
@@ -178,14 +178,8 @@ class Tuner:
                 "values": self.values(result) if result.verified else None,
                 "registers": result.registers, "cubin_bytes": result.cubin_bytes,
                 "error": result.error, "seconds": result.seconds,
-                "config": json.loads(result.config.to_json())}
-        # One write(2) on an O_APPEND file: lines from processes sharing the
-        # study directory never interleave.
-        fd = os.open(self.out / "trials.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, (json.dumps(line) + "\n").encode())
-        finally:
-            os.close(fd)
+                "config": result.config.to_dict()}
+        self.study_dir.append_trial(line)
         if self.on_trial:
             self.on_trial(self, result)
 
@@ -218,11 +212,11 @@ class Tuner:
             return None
         inst = self.instance
         return {
-            "kernel": inst.kernel_name, "demangled": inst.entry.get("demangled"),
+            "kernel": inst.kernel_name, "demangled": inst.demangled,
             "instance": inst.name, "study": self.name,
             "launch": {"grid": list(inst.grid), "block": list(inst.block),
                        "shared_mem_bytes": inst.shared_mem_bytes},
-            "config": json.loads(self.best.config.to_json()),
+            "config": self.best.config.to_dict(),
             "median_ms": self.best.median_ms, "samples_ms": self.best.samples_ms,
             "baseline_ms": self.baseline.median_ms if self.baseline and self.baseline.verified
             else None, "speedup": self.speedup(), "registers": self.best.registers,
@@ -231,10 +225,7 @@ class Tuner:
 
     def _write_reports(self) -> None:
         self._reported = time.perf_counter()
-        write_text_atomic(self.out / "summary.json", json.dumps(self.summary(), indent=2))
-        best = self.best_record()
-        if best:
-            write_text_atomic(self.out / "best.json", json.dumps(best, indent=2))
+        self.study_dir.write(self.summary(), self.best_record())
 
     # -- the loop -----------------------------------------------------------
 

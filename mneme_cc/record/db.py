@@ -152,6 +152,7 @@ class Instance:
     def _read(self, entry: dict[str, Any]) -> None:
         path = self.path
         self.kernel_name: str = entry["kernel"]
+        self.demangled: str = entry.get("demangled", self.kernel_name)
         self.static_hash: str = entry["static_hash"]
         self.dynamic_hash: str = entry["dynamic_hash"]
         for what in ("static_hash", "dynamic_hash"):
@@ -191,8 +192,9 @@ class Instance:
         for key, kind in numbers.items():
             if not isinstance(entry[key], kind) or isinstance(entry[key], bool):
                 raise ValueError(f"'{key}' is not a number")
-        if not isinstance(self.shared_mem_bytes, int) or not isinstance(self.kernel_name, str):
-            raise ValueError("'kernel' or 'shared_mem_bytes' has the wrong type")
+        if not isinstance(self.shared_mem_bytes, int) or not isinstance(self.kernel_name, str) \
+                or not isinstance(self.demangled, str):
+            raise ValueError("'kernel', 'demangled' or 'shared_mem_bytes' has the wrong type")
         if not isinstance(self.reasons, list) or not all(isinstance(r, str) for r in self.reasons):
             raise ValueError("'reasons' is not a list of strings")
         if not isinstance(self.device.get("arch"), str) or not isinstance(self.api, str):
@@ -224,7 +226,7 @@ class Instance:
 
     @property
     def module(self):
-        """The instance's kernel module through llvmlite (see Kernel.module)."""
+        """The instance's kernel module through llvmlite (see RecordedKernel.module)."""
         return self.db.kernel(self.static_hash).module
 
     def arg(self, index: int) -> bytes:
@@ -266,7 +268,7 @@ class Instance:
                 region.read()
 
 
-class Kernel:
+class RecordedKernel:
     """A recorded kernel: its code (IR, the application's image) and instances."""
 
     def __init__(self, db: RecordDB, static_hash: str, instances: list[Instance]):
@@ -389,14 +391,14 @@ class RecordDB:
         return out
 
     @functools.cached_property
-    def kernels(self) -> list[Kernel]:
+    def kernels(self) -> list[RecordedKernel]:
         by_static: dict[str, list[Instance]] = {}
         for inst in self.instances:
             by_static.setdefault(inst.static_hash, []).append(inst)
-        kernels = [Kernel(self, s, insts) for s, insts in by_static.items()]
+        kernels = [RecordedKernel(self, s, insts) for s, insts in by_static.items()]
         return sorted(kernels, key=lambda k: k.demangled)
 
-    def kernel(self, key: str) -> Kernel:
+    def kernel(self, key: str) -> RecordedKernel:
         """A kernel by static hash, mangled name or demangled name."""
         matches = [k for k in self.kernels if key in (k.static_hash, k.name, k.demangled)]
         if not matches:
@@ -407,12 +409,23 @@ class RecordDB:
                                 "(`mneme ls` lists them; give a static hash)")
         return matches[0]
 
-    def instance(self, key: str) -> Instance:
-        """An instance by `<static>.<dynamic>` or by dynamic hash."""
-        for inst in self.instances:
-            if key in (inst.name, inst.dynamic_hash):
-                return inst
-        raise RecordDBError(f"no instance '{key}' in {self.path} (`mneme ls` lists them)")
+    def find(self, rid: str | None = None, kernel: str | None = None,
+             static: str | None = None) -> Instance:
+        """The one instance the caller means: by id (`<static>.<dynamic>` or the dynamic
+        hash), by kernel (static hash or name), or the database's only instance."""
+        candidates = self.instances
+        if static:
+            candidates = [i for i in candidates if i.static_hash == static]
+        if kernel:
+            wanted = self.kernel(kernel)
+            candidates = [i for i in candidates if i.static_hash == wanted.static_hash]
+        if rid:
+            candidates = [i for i in candidates if rid in (i.name, i.dynamic_hash)]
+        if len(candidates) != 1:
+            what = "no instance" if not candidates else f"{len(candidates)} instances"
+            raise RecordDBError(f"{what} in {self.path} match; choose one with -rid "
+                                "(`mneme ls` lists them)")
+        return candidates[0]
 
     @property
     def incomplete(self) -> list[str]:

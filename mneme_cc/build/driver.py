@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mneme_cc import toolchain
+from mneme_cc.build import toolchain
 from mneme_cc.errors import MnemeError
 
 # Options whose value is the next argument, so that value is not an input.
@@ -120,7 +120,7 @@ def _links_cuda_code(inv: Invocation) -> bool:
     """True if the link pulls in CUDA code, which needs the CUDA runtime."""
     if inv.cuda_inputs or inv.names_cudart:
         return True
-    from mneme_cc.elf import has_section
+    from mneme_cc.build.elf import has_section
 
     for path in inv.inputs:
         if path.endswith(_OBJECT_SUFFIXES) and Path(path).is_file():
@@ -176,3 +176,13 @@ def run(language: str, tool: str) -> None:
         sys.exit(1)
     sys.stdout.flush()
     os.execv(command[0], command)
+
+
+def main_cc() -> None:
+    """`mneme-cc`: drop-in clang for C and CUDA."""
+    run("c", "mneme-cc")
+
+
+def main_cxx() -> None:
+    """`mneme-cxx`: drop-in clang++ for C++ and CUDA."""
+    run("c++", "mneme-cxx")

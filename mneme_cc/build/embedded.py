@@ -10,14 +10,14 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mneme_cc.elf import elf_members, section_names_and_data
+from mneme_cc.build.elf import elf_members, section_names_and_data
 from mneme_cc.errors import BinaryFormatError
 
 SECTION = ".mneme_ir"
 
 
 @dataclass(frozen=True)
-class Kernel:
+class EmbeddedKernel:
     name: str  # mangled: what CUDA registers and Proteus keys on
     demangled: str
 
@@ -40,7 +40,7 @@ class EmbeddedModule:
     source: str
     triple: str
     target_features: str
-    kernels: tuple[Kernel, ...]
+    kernels: tuple[EmbeddedKernel, ...]
     globals: tuple[DeviceGlobal, ...]
     producer: str
     bitcode: bytes = field(repr=False)
@@ -73,7 +73,7 @@ def decode_records(data: bytes, origin: str) -> list[EmbeddedModule]:
                 source=meta["source"],
                 triple=meta["triple"],
                 target_features=meta.get("target_features", ""),
-                kernels=tuple(Kernel(k["name"], k["demangled"]) for k in meta["kernels"]),
+                kernels=tuple(EmbeddedKernel(k["name"], k["demangled"]) for k in meta["kernels"]),
                 globals=tuple(DeviceGlobal(g["name"], g["demangled"], int(g["size"]),
                                            g["space"], bool(g["constant"]))
                               for g in meta["globals"]),

@@ -1,0 +1,25 @@
+"""Build: the drop-in drivers, toolchain discovery, and the IR they embed.
+
+    from mneme_cc.build import read_embedded_modules
+    for module in read_embedded_modules("app"):
+        print(module.arch, [k.demangled for k in module.kernels])
+
+Kept import-light: the drivers import this package on every compile.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DeviceGlobal", "EmbeddedKernel", "EmbeddedModule", "clang_command",
+           "decode_records", "find_cuda_toolkit", "read_embedded_modules"]
+
+_HOME = {"DeviceGlobal": "embedded", "EmbeddedKernel": "embedded", "EmbeddedModule": "embedded",
+         "decode_records": "embedded", "read_embedded_modules": "embedded",
+         "clang_command": "driver", "find_cuda_toolkit": "toolchain"}
+
+
+def __getattr__(name: str):
+    if name in _HOME:
+        import importlib
+
+        return getattr(importlib.import_module(f"mneme_cc.build.{_HOME[name]}"), name)
+    raise AttributeError(name)

@@ -1,0 +1,25 @@
+"""Record: run an application with the recorder, and read what it wrote.
+
+    from mneme_cc.record import RecordDB
+    db = RecordDB("rdb")
+    inst = db.find(kernel="vector_add")
+
+Names are resolved on first use: `mneme record` starts without numpy.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Instance", "RecordDB", "RecordSettings", "RecordedKernel", "Region", "Snapshot",
+           "parse_size", "run_recorded"]
+
+_HOME = {"Instance": "db", "RecordDB": "db", "RecordedKernel": "db", "Region": "db",
+         "Snapshot": "db", "RecordSettings": "launcher", "parse_size": "launcher",
+         "run_recorded": "launcher"}
+
+
+def __getattr__(name: str):
+    if name in _HOME:
+        import importlib
+
+        return getattr(importlib.import_module(f"mneme_cc.record.{_HOME[name]}"), name)
+    raise AttributeError(name)

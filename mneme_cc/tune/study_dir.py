@@ -1,0 +1,123 @@
+"""A study's directory: what `mneme tune` writes as it goes, and what `mneme
+report` and `mneme export` read.
+
+    DIR/tune/<study>/trials.jsonl   one JSON line per trial, appended
+    DIR/tune/<study>/summary.json   the study so far, rewritten as it goes
+    DIR/tune/<study>/best.json      the best verified configuration and its launch
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from mneme_cc.errors import UsageError
+from mneme_cc.fileio import read_json_object, write_text_atomic
+
+SUMMARY, BEST, TRIALS = "summary.json", "best.json", "trials.jsonl"
+
+
+class StudyDir:
+    """One study's files. Reading is lazy; a missing summary is a usage error."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    @classmethod
+    def create(cls, path: Path) -> StudyDir:
+        path.mkdir(parents=True, exist_ok=True)
+        return cls(path)
+
+    # -- writing (the tuner) ------------------------------------------------
+
+    def append_trial(self, line: dict[str, Any]) -> None:
+        # One write(2) on an O_APPEND file: lines from processes sharing the
+        # study directory never interleave.
+        fd = os.open(self.path / TRIALS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (json.dumps(line) + "\n").encode())
+        finally:
+            os.close(fd)
+
+    def write(self, summary: dict[str, Any], best: dict[str, Any] | None) -> None:
+        write_text_atomic(self.path / SUMMARY, json.dumps(summary, indent=2))
+        if best:
+            write_text_atomic(self.path / BEST, json.dumps(best, indent=2))
+
+    # -- reading (report, export) -------------------------------------------
+
+    @functools.cached_property
+    def summary(self) -> dict[str, Any]:
+        path = self.path / SUMMARY
+        if not path.exists():
+            raise UsageError(f"{self.path} holds no {SUMMARY}: not a study directory written "
+                             "by `mneme tune`")
+        return read_json_object(path, "a study summary")
+
+    @functools.cached_property
+    def best(self) -> dict[str, Any] | None:
+        path = self.path / BEST
+        return read_json_object(path, "a best.json") if path.exists() else None
+
+    @functools.cached_property
+    def _trial_lines(self) -> tuple[list[dict[str, Any]], int]:
+        path = self.path / TRIALS
+        if not path.exists():
+            return [], 0
+        out, damaged = [], 0
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                trial = json.loads(line)
+            except ValueError:
+                trial = None
+            if isinstance(trial, dict):
+                out.append(trial)
+            else:
+                damaged += 1
+        return out, damaged
+
+    @property
+    def trials(self) -> list[dict[str, Any]]:
+        """The trials appended so far. A damaged line (a writer killed mid-line,
+        another's line glued to it) is left out and counted in damaged_lines."""
+        return self._trial_lines[0]
+
+    @property
+    def damaged_lines(self) -> int:
+        return self._trial_lines[1]
+
+    def study(self):
+        """The study in its Optuna storage (which optuna-dashboard also reads)."""
+        from mneme_cc.tune import need_optuna
+        from mneme_cc.tune.storage import open_storage
+
+        optuna = need_optuna()
+        storage = open_storage(self.summary.get("storage"), self.path)
+        return optuna.load_study(study_name=self.summary["study"], storage=storage)
+
+
+def find_studies(database: Path, names: list[str] | None = None) -> list[StudyDir]:
+    """The studies of a record database (all, or those named); each summary read."""
+    root = database / "tune"
+    if names:
+        missing = [n for n in names if not (root / n).is_dir()]
+        if missing:
+            raise UsageError(f"no study {', '.join(missing)} in {root} (`ls {root}` lists them)")
+        found = [root / n for n in names]
+    else:
+        found = sorted(p.parent for p in root.glob(f"*/{SUMMARY}"))
+        if not found:
+            raise UsageError(f"no tuning studies in {database}: run `mneme tune -rdb "
+                             f"{database}` first")
+    studies = [StudyDir(p) for p in found]
+    for study in studies:
+        _ = study.summary
+    return studies
+
+
+def best_files(database: Path) -> list[Path]:
+    """Every study's best.json in a record database, for `mneme export`."""
+    return sorted((database / "tune").glob(f"*/{BEST}"))
