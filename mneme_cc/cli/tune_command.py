@@ -69,33 +69,15 @@ def tune(
     """Search configurations of recorded instances; keep the best verified one."""
     from mneme_cc.cli._options import policies_file
     from mneme_cc.errors import UsageError
-    from mneme_cc.record.db import RecordDB
     from mneme_cc.tune.samplers import SAMPLERS, parse_objectives
     from mneme_cc.tune.tuner import Tuner, TuneSettings
 
     objectives = parse_objectives(objective)
     if sampler not in SAMPLERS:
         raise UsageError(f"unknown sampler '{sampler}': use one of {', '.join(SAMPLERS)}")
-    if trials < 1:
-        raise UsageError("--trials must be at least 1")
-    for flag, seconds in (("--timeout", timeout), ("--trial-timeout", trial_timeout)):
-        if seconds is not None and not seconds > 0:
-            raise UsageError(f"{flag} must be a positive number of seconds, not {seconds}")
-    for flag, value, least in (("--workers", workers, 1), ("--seed", seed, 0),
-                               ("--iterations", iterations, 1), ("--warmup", warmup, 0)):
-        if value is not None and value < least:
-            raise UsageError(f"{flag} must be at least {least}, not {value}")
-    db = RecordDB(database)
-    if rid or kernel:
-        from mneme_cc.cli._options import find_instance
-
-        instances = [find_instance(database, rid, kernel)] if rid else \
-            [i for i in db.instances if i.static_hash == db.kernel(kernel).static_hash]
-    else:
-        instances = db.instances
-    instances = [i for i in instances if i.replayable]
-    if not instances:
-        raise UsageError(f"no replayable instance in {database} to tune (`mneme ls` says why)")
+    _check_counts(trials=trials, timeout=timeout, trial_timeout=trial_timeout,
+                  workers=workers, seed=seed, iterations=iterations, warmup=warmup)
+    instances = _instances(database, rid, kernel)
     if len(instances) > 1 and (study or out):
         raise UsageError("--study and --out name one study: choose one instance with -rid")
     interactive = sys.stdout.isatty() and not as_json
@@ -112,6 +94,39 @@ def tune(
         print(json.dumps(summaries if len(summaries) > 1 else summaries[0], indent=2))
     if any(s["best_median_ms"] is None for s in summaries):
         raise typer.Exit(1)
+
+
+def _check_counts(*, trials, timeout, trial_timeout, workers, seed, iterations, warmup) -> None:
+    from mneme_cc.errors import UsageError
+
+    if trials < 1:
+        raise UsageError("--trials must be at least 1")
+    for flag, seconds in (("--timeout", timeout), ("--trial-timeout", trial_timeout)):
+        if seconds is not None and not seconds > 0:
+            raise UsageError(f"{flag} must be a positive number of seconds, not {seconds}")
+    for flag, value, least in (("--workers", workers, 1), ("--seed", seed, 0),
+                               ("--iterations", iterations, 1), ("--warmup", warmup, 0)):
+        if value is not None and value < least:
+            raise UsageError(f"{flag} must be at least {least}, not {value}")
+
+
+def _instances(database: Path, rid, kernel) -> list:
+    """The replayable instances to tune: one (-rid), a kernel's, or every one."""
+    from mneme_cc.cli._options import find_instance
+    from mneme_cc.errors import UsageError
+    from mneme_cc.record import RecordDB
+
+    db = RecordDB(database)
+    if rid:
+        instances = [find_instance(database, rid, kernel)]
+    elif kernel:
+        instances = [i for i in db.instances if i.static_hash == db.kernel(kernel).static_hash]
+    else:
+        instances = db.instances
+    instances = [i for i in instances if i.replayable]
+    if not instances:
+        raise UsageError(f"no replayable instance in {database} to tune (`mneme ls` says why)")
+    return instances
 
 
 def _tune_one(inst, settings, tuner_class, interactive: bool) -> dict:

@@ -17,27 +17,24 @@ from __future__ import annotations
 import functools
 import json
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from mneme_cc.errors import RecordDBError
+from mneme_cc.record.snapshot import (  # noqa: F401 (the region kinds are part of this face)
+    ALLOCATION,
+    ARGUMENTS,
+    GLOBAL,
+    IMAGE,
+    KIND_NAMES,
+    Region,
+    Snapshot,
+    native,
+)
 
 _HASH = re.compile(r"[0-9a-f]{8,64}")
-
-#: Region kinds, as the store numbers them.
-ALLOCATION, GLOBAL, ARGUMENTS, IMAGE = 0, 1, 2, 3
-KIND_NAMES = {ALLOCATION: "allocation", GLOBAL: "global", ARGUMENTS: "arguments",
-              IMAGE: "image"}
-
-
-def _native():
-    from mneme_cc import _native
-
-    return _native
-
 
 def _load_json(path: Path) -> dict[str, Any]:
     try:
@@ -55,87 +52,6 @@ def _inside(db: RecordDB, name: Any, where: Path) -> Path:
         raise RecordDBError(f"{where}: names the file {name!r}, which is not a file of the "
                             "database (the entry is corrupt)")
     return db.path / name
-
-
-@dataclass
-class Region:
-    """One region of a snapshot: an allocation, a global, the arguments or an image."""
-
-    kind: int
-    name: str
-    address: int
-    size: int
-    chunk_size: int
-    chunks: dict[int, str]  # chunk index -> content hash
-    _db: RecordDB = field(repr=False)
-    _base: Region | None = field(default=None, repr=False)  # an epilogue's prologue
-
-    @property
-    def kind_name(self) -> str:
-        return KIND_NAMES.get(self.kind, str(self.kind))
-
-    @property
-    def changed_bytes(self) -> int:
-        """Bytes in the chunks this region lists (an epilogue lists changed ones only)."""
-        return sum(min(self.chunk_size, self.size - i * self.chunk_size) for i in self.chunks)
-
-    def read(self) -> np.ndarray:
-        """The region's bytes as a uint8 array (an epilogue's: prologue plus changes)."""
-        out = self._base.read().copy() if self._base is not None else np.empty(self.size, np.uint8)
-        for index, digest in self.chunks.items():
-            data = self._db.read_chunk(digest)
-            start = index * self.chunk_size
-            out[start:start + len(data)] = np.frombuffer(data, np.uint8)
-        return out
-
-    def array(self, dtype) -> np.ndarray:
-        """The region's bytes viewed as dtype (trailing bytes that do not fill one are dropped)."""
-        data = self.read()
-        itemsize = np.dtype(dtype).itemsize
-        return data[: len(data) // itemsize * itemsize].view(dtype)
-
-
-class Snapshot:
-    """A prologue or epilogue: the regions of device state around one launch."""
-
-    def __init__(self, db: RecordDB, path: Path, base: Snapshot | None = None):
-        try:
-            raw = _native().read_state(str(path))
-        except ValueError as exc:
-            raise RecordDBError(str(exc)) from None
-        self.path = path
-        self.kind = raw["kind"]
-        self.chunk_size = raw["chunk_size"]
-        self.metadata = json.loads(raw["metadata"]) if raw["metadata"] else {}
-        self.regions: list[Region] = []
-        for r in raw["regions"]:
-            prior = base.region(r["address"], r["kind"], r["name"]) if base else None
-            self.regions.append(Region(r["kind"], r["name"], r["address"], r["size"],
-                                       raw["chunk_size"], dict(r["chunks"]), db, prior))
-
-    def region(self, address: int, kind: int | None = None, name: str | None = None) -> Region:
-        for r in self.regions:
-            if r.address == address and (kind is None or r.kind == kind) and \
-                    (name is None or r.name == name):
-                return r
-        raise KeyError(f"no region at {address:#x} in {self.path.name}")
-
-    def of_kind(self, kind: int) -> list[Region]:
-        return [r for r in self.regions if r.kind == kind]
-
-    @property
-    def allocations(self) -> list[Region]:
-        return self.of_kind(ALLOCATION)
-
-    @property
-    def globals(self) -> list[Region]:
-        return self.of_kind(GLOBAL)
-
-    def global_named(self, name: str) -> Region:
-        for r in self.globals:
-            if r.name == name:
-                return r
-        raise KeyError(f"no global {name} in {self.path.name}")
 
 
 class Instance:
@@ -328,7 +244,7 @@ class RecordedKernel:
             data = path.read_bytes()
         except FileNotFoundError:
             raise RecordDBError(f"{path}: missing (the database is incomplete)") from None
-        if _native().content_hash(data) != ir["content_hash"]:
+        if native().content_hash(data) != ir["content_hash"]:
             raise RecordDBError(f"{path}: corrupt (content hash mismatch)")
         self._bitcode = data
         return data
@@ -372,14 +288,14 @@ class RecordDB:
             raise RecordDBError(f"{self.path}: not a record database (no database.json)")
         info = _load_json(marker)
         version = info.get("version")
-        if info.get("format") != "mneme-record-db" or version != _native().STORE_FORMAT_VERSION:
+        if info.get("format") != "mneme-record-db" or version != native().STORE_FORMAT_VERSION:
             raise RecordDBError(f"{marker}: record database format {info.get('format')} "
                                 f"version {version}; this mneme-cc reads version "
-                                f"{_native().STORE_FORMAT_VERSION}")
+                                f"{native().STORE_FORMAT_VERSION}")
 
     def read_chunk(self, digest: str) -> bytes:
         try:
-            return _native().read_chunk(str(self.path), digest)
+            return native().read_chunk(str(self.path), digest)
         except ValueError as exc:
             raise RecordDBError(str(exc)) from None
 

@@ -18,7 +18,8 @@ import numpy as np
 
 from mneme_cc.errors import UsageError
 from mneme_cc.fileio import write_text_atomic
-from mneme_cc.record.db import RecordDB, Snapshot, _native
+from mneme_cc.record.db import RecordDB
+from mneme_cc.record.snapshot import Snapshot, native
 
 STATE, META = "output.mneme", "output.json"
 EPILOGUE = 2  # the store's kind for a snapshot taken after a launch
@@ -43,19 +44,19 @@ def check_new(path: str | Path) -> Path:
 def save_output(path: Path, instance, regions: list[SavedRegion], about: dict[str, Any]) -> Path:
     """Writes regions as a saved output at path (a new or empty directory)."""
     path = check_new(path)
-    native = _native()
-    native.init_database(str(path))
+    store = native()
+    store.init_database(str(path))
     chunk = instance.prologue.chunk_size
     state_regions = []
     for r in regions:
         raw = r.data.tobytes()
-        chunks = [(i, native.write_chunk(str(path), raw[i * chunk:(i + 1) * chunk], 1)[0])
+        chunks = [(i, store.write_chunk(str(path), raw[i * chunk:(i + 1) * chunk], 1)[0])
                   for i in range(-(-len(raw) // chunk))]
         state_regions.append({"kind": r.kind, "name": r.name, "address": r.address,
                               "size": len(raw), "chunks": chunks})
     meta = {"format": "mneme-output", "version": 1, "database": str(instance.db.path),
             "instance": instance.name, "kernel": instance.kernel_name, **about}
-    (path / STATE).write_bytes(native.encode_state({
+    (path / STATE).write_bytes(store.encode_state({
         "kind": EPILOGUE, "chunk_size": chunk, "metadata": json.dumps(meta),
         "regions": state_regions}))
     write_text_atomic(path / META, json.dumps(meta, indent=2))

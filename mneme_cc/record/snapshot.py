@@ -1,0 +1,113 @@
+"""A snapshot of device state (a prologue or an epilogue) and its regions.
+
+The state files and the chunk store are implemented once, in C++ (`runtime/`),
+and reached through `mneme_cc._native`; contents are read lazily, chunk by
+chunk, each chunk checked against its content hash.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mneme_cc.errors import RecordDBError
+
+if TYPE_CHECKING:
+    from mneme_cc.record.db import RecordDB
+
+#: Region kinds, as the store numbers them.
+ALLOCATION, GLOBAL, ARGUMENTS, IMAGE = 0, 1, 2, 3
+KIND_NAMES = {ALLOCATION: "allocation", GLOBAL: "global", ARGUMENTS: "arguments",
+              IMAGE: "image"}
+
+
+
+def native():
+    from mneme_cc import _native
+
+    return _native
+
+
+@dataclass
+class Region:
+    """One region of a snapshot: an allocation, a global, the arguments or an image."""
+
+    kind: int
+    name: str
+    address: int
+    size: int
+    chunk_size: int
+    chunks: dict[int, str]  # chunk index -> content hash
+    _db: RecordDB = field(repr=False)
+    _base: Region | None = field(default=None, repr=False)  # an epilogue's prologue
+
+    @property
+    def kind_name(self) -> str:
+        return KIND_NAMES.get(self.kind, str(self.kind))
+
+    @property
+    def changed_bytes(self) -> int:
+        """Bytes in the chunks this region lists (an epilogue lists changed ones only)."""
+        return sum(min(self.chunk_size, self.size - i * self.chunk_size) for i in self.chunks)
+
+    def read(self) -> np.ndarray:
+        """The region's bytes as a uint8 array (an epilogue's: prologue plus changes)."""
+        out = self._base.read().copy() if self._base is not None else np.empty(self.size, np.uint8)
+        for index, digest in self.chunks.items():
+            data = self._db.read_chunk(digest)
+            start = index * self.chunk_size
+            out[start:start + len(data)] = np.frombuffer(data, np.uint8)
+        return out
+
+    def array(self, dtype) -> np.ndarray:
+        """The region's bytes viewed as dtype (trailing bytes that do not fill one are dropped)."""
+        data = self.read()
+        itemsize = np.dtype(dtype).itemsize
+        return data[: len(data) // itemsize * itemsize].view(dtype)
+
+
+class Snapshot:
+    """A prologue or epilogue: the regions of device state around one launch."""
+
+    def __init__(self, db: RecordDB, path: Path, base: Snapshot | None = None):
+        try:
+            raw = native().read_state(str(path))
+        except ValueError as exc:
+            raise RecordDBError(str(exc)) from None
+        self.path = path
+        self.kind = raw["kind"]
+        self.chunk_size = raw["chunk_size"]
+        self.metadata = json.loads(raw["metadata"]) if raw["metadata"] else {}
+        self.regions: list[Region] = []
+        for r in raw["regions"]:
+            prior = base.region(r["address"], r["kind"], r["name"]) if base else None
+            self.regions.append(Region(r["kind"], r["name"], r["address"], r["size"],
+                                       raw["chunk_size"], dict(r["chunks"]), db, prior))
+
+    def region(self, address: int, kind: int | None = None, name: str | None = None) -> Region:
+        for r in self.regions:
+            if r.address == address and (kind is None or r.kind == kind) and \
+                    (name is None or r.name == name):
+                return r
+        raise KeyError(f"no region at {address:#x} in {self.path.name}")
+
+    def of_kind(self, kind: int) -> list[Region]:
+        return [r for r in self.regions if r.kind == kind]
+
+    @property
+    def allocations(self) -> list[Region]:
+        return self.of_kind(ALLOCATION)
+
+    @property
+    def globals(self) -> list[Region]:
+        return self.of_kind(GLOBAL)
+
+    def global_named(self, name: str) -> Region:
+        for r in self.globals:
+            if r.name == name:
+                return r
+        raise KeyError(f"no global {name} in {self.path.name}")
