@@ -104,19 +104,14 @@ void Recorder::deviceReset() {
   if (State != Mode::Recording)
     return;
   // The reset destroys the context and with it every mapping: start over.
-  if (Writer)
-    Writer->drain();
+  Instances.drain();
   Window = VAWindow();
   Outside.clear();
   Managed.clear();
-  Start = Stop = nullptr;
   for (auto &[F, K] : Kernels)
     K.Function = nullptr, K.ParamsKnown = false;
   State = Mode::Unstarted;
-  Snapshot = DeviceSnapshot();
-  SnapshotReady = false;
-  Fetcher = DeviceSnapshot();
-  FetcherReady = false;
+  Capture.reset();
 }
 
 } // namespace mneme::recorder

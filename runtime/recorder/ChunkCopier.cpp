@@ -1,0 +1,103 @@
+#include "ChunkCopier.h"
+
+#include "CudaApi.h"
+#include "InstanceWriter.h"
+#include "Options.h"
+
+#include <algorithm>
+
+namespace mneme::recorder {
+
+void ChunkCopier::reset() {
+  Fetcher = DeviceSnapshot();
+  FetcherReady = false;
+}
+
+bool ChunkCopier::copy(const std::vector<SnapshotRegion> &Regions,
+                       const std::vector<std::vector<Digest>> &Digests,
+                       const std::vector<std::vector<bool>> *Changed, InstanceJob &Job,
+                       std::vector<StagedCopy> &Staged, std::string &Error) {
+  for (size_t R = 0; R < Regions.size(); ++R) {
+    const std::vector<Digest> &D = Digests[R];
+    std::vector<bool> Need = missing(D, Changed ? &(*Changed)[R] : nullptr);
+    for (size_t I = 0; I < D.size();) {
+      if (!Need[I]) {
+        ++I;
+        continue;
+      }
+      size_t End = I;
+      while (End < D.size() && Need[End])
+        ++End;
+      if (!copyRun(Regions[R], D, I, End, Job, Staged, Error))
+        return false;
+      I = End;
+    }
+  }
+  return true;
+}
+
+// Which chunks the store lacks (each is counted as queued from here on).
+std::vector<bool> ChunkCopier::missing(const std::vector<Digest> &Digests,
+                                       const std::vector<bool> *Changed) {
+  std::vector<bool> Need(Digests.size(), false);
+  for (size_t I = 0; I < Digests.size(); ++I) {
+    if (Changed && !(*Changed)[I])
+      continue;
+    if (!Database.newChunk(Digests[I]))
+      continue;
+    if (Database.storedChunk(Digests[I]))
+      continue; // another process or run stored it
+    Need[I] = true;
+  }
+  return Need;
+}
+
+bool ChunkCopier::copyRun(const SnapshotRegion &Region, const std::vector<Digest> &Digests,
+                          size_t First, size_t End, InstanceJob &Job,
+                          std::vector<StagedCopy> &Staged, std::string &Error) {
+  const uint64_t ChunkSize = options().ChunkSize;
+  uint64_t From = First * ChunkSize;
+  uint64_t Bytes = std::min<uint64_t>(End * ChunkSize, Region.Size) - From;
+  HostBuffer Buffer = allocateHostBuffer(Bytes);
+  CUdeviceptr Copy = 0;
+  if (StagedBytes + Bytes <= StagingCap && Snapshot.stage(Region.Address + From, Bytes, Copy)) {
+    StagedBytes += Bytes;
+    Staged.push_back(StagedCopy{Copy, Bytes, Buffer});
+  } else if (!Snapshot.copyToHost(Region.Address + From, Bytes, Buffer.get(), Error)) {
+    return false;
+  }
+  for (size_t C = First; C < End; ++C) {
+    uint64_t Offset = (C - First) * ChunkSize;
+    Job.Chunks.push_back(
+        ChunkTask{Digests[C], Buffer, Offset, std::min<uint64_t>(ChunkSize, Bytes - Offset)});
+  }
+  Job.HostBytes += Bytes;
+  CopiedBytes += Bytes;
+  ++CopyRuns;
+  return true;
+}
+
+void ChunkCopier::unstage(const std::vector<StagedCopy> &Staged) {
+  for (const StagedCopy &S : Staged) {
+    Snapshot.release(S.Copy);
+    StagedBytes -= S.Bytes;
+  }
+}
+
+bool ChunkCopier::fetch(const std::vector<StagedCopy> &Staged, std::string &Error) {
+  driver().CtxSetCurrent(Context);
+  if (!FetcherReady) {
+    if (!Fetcher.init(Error, 4ULL << 20))
+      return false;
+    FetcherReady = true;
+  }
+  bool Ok = true;
+  for (const StagedCopy &S : Staged) {
+    Ok = Ok && Fetcher.copyToHost(S.Copy, S.Bytes, S.Buffer.get(), Error);
+    Fetcher.release(S.Copy);
+    StagedBytes -= S.Bytes;
+  }
+  return Ok;
+}
+
+} // namespace mneme::recorder

@@ -1,0 +1,79 @@
+// Copies the chunks of a snapshot that the database lacks off the device.
+// While the application waits they are copied device-to-device (fast),
+// within a staging budget, and reach their host buffers later on the
+// writer's fetch thread; past the budget they are copied to the host at
+// once.  Consecutive chunks travel together.
+#ifndef MNEME_RECORDER_CHUNK_COPIER_H
+#define MNEME_RECORDER_CHUNK_COPIER_H
+
+#include "DatabaseWriter.h"
+#include "DeviceSnapshot.h"
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mneme::recorder {
+
+class InstanceWriter;
+
+// A range of device memory in a snapshot: an allocation or a global.
+struct SnapshotRegion {
+  store::RegionKind Kind;
+  std::string Name;
+  uint64_t Address, Size;
+};
+
+// A device-side copy of snapshot bytes on their way to a host buffer.
+struct StagedCopy {
+  CUdeviceptr Copy;
+  uint64_t Bytes;
+  HostBuffer Buffer;
+};
+
+class ChunkCopier {
+public:
+  // From stages and copies; Into tells which chunks the database lacks.
+  ChunkCopier(DeviceSnapshot &From, InstanceWriter &Into) : Snapshot(From), Database(Into) {}
+  void setStagingCap(uint64_t Bytes) { StagingCap = Bytes; }
+  // The context the fetch thread works in.
+  void setContext(CUcontext C) { Context = C; }
+  // After a device reset: the fetch thread's snapshot is gone.
+  void reset();
+
+  // Adds the chunks of Regions the database lacks to Job (only the chunks
+  // Changed marks, when given); their device-side copies go to Staged.
+  bool copy(const std::vector<SnapshotRegion> &Regions,
+            const std::vector<std::vector<Digest>> &Digests,
+            const std::vector<std::vector<bool>> *Changed, InstanceJob &Job,
+            std::vector<StagedCopy> &Staged, std::string &Error);
+  // Frees copies that will not be fetched (the instance was abandoned).
+  void unstage(const std::vector<StagedCopy> &Staged);
+  // On the writer's fetch thread: staged copies to their host buffers.
+  bool fetch(const std::vector<StagedCopy> &Staged, std::string &Error);
+
+  uint64_t copiedBytes() const { return CopiedBytes; }
+  uint64_t copyRuns() const { return CopyRuns; }
+
+private:
+  std::vector<bool> missing(const std::vector<Digest> &Digests,
+                            const std::vector<bool> *Changed);
+  // Chunks [First, End) of a region, which lie next to each other.
+  bool copyRun(const SnapshotRegion &Region, const std::vector<Digest> &Digests, size_t First,
+               size_t End, InstanceJob &Job, std::vector<StagedCopy> &Staged,
+               std::string &Error);
+
+  DeviceSnapshot &Snapshot;
+  InstanceWriter &Database;
+  DeviceSnapshot Fetcher; // used by the writer's fetch thread only
+  bool FetcherReady = false;
+  CUcontext Context = nullptr;
+  std::atomic<uint64_t> StagedBytes{0};
+  uint64_t StagingCap = 0;
+  uint64_t CopiedBytes = 0, CopyRuns = 0;
+};
+
+} // namespace mneme::recorder
+
+#endif

@@ -1,0 +1,39 @@
+// What the recorder knows about one kernel, keyed by its host function:
+// its names and static identity (found at its first launch), its
+// parameters (resolved at its first selected launch) and its counts.
+#ifndef MNEME_RECORDER_KERNEL_STATE_H
+#define MNEME_RECORDER_KERNEL_STATE_H
+
+#include "Registry.h"
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace mneme::recorder {
+
+// Where one parameter lies in the packed argument bytes.
+struct KernelParam {
+  uint64_t Offset, Size;
+};
+
+struct KernelState {
+  bool Selected = false;
+  const void *HostFunction = nullptr;
+  std::string Name, Demangled, StaticHash;
+  void **Module = nullptr;
+  CUfunction Function = nullptr;
+  std::vector<KernelParam> Params;
+  bool ParamsKnown = false;
+  const IRModule *IR = nullptr;
+  uint64_t Launches = 0, Recorded = 0;
+  std::set<std::string> Seen; // dynamic hashes
+  bool DescriptionQueued = false;
+};
+
+} // namespace mneme::recorder
+
+#endif

@@ -1,0 +1,125 @@
+#include "LaunchCapture.h"
+
+#include "Clock.h"
+#include "CudaApi.h"
+#include "Options.h"
+
+#include <algorithm>
+
+namespace mneme::recorder {
+namespace {
+
+std::vector<DeviceRange> rangesOf(const std::vector<SnapshotRegion> &Regions) {
+  std::vector<DeviceRange> Ranges;
+  for (const SnapshotRegion &Rg : Regions)
+    Ranges.push_back(DeviceRange{Rg.Address, Rg.Size});
+  return Ranges;
+}
+
+// Marks the chunks whose digest the kernel changed, and counts their bytes.
+void diff(CapturedLaunch &C, uint64_t ChunkSize) {
+  for (size_t I = 0; I < C.Regions.size(); ++I) {
+    C.Changed.emplace_back(C.After[I].size());
+    for (size_t K = 0; K < C.After[I].size(); ++K)
+      if (C.After[I][K] != C.Before[I][K]) {
+        C.Changed[I][K] = true;
+        C.ChangedBytes += std::min<uint64_t>(ChunkSize, C.Regions[I].Size - K * ChunkSize);
+      }
+  }
+}
+
+} // namespace
+
+void LaunchCapture::start(CUcontext Context) {
+  Copier.setContext(Context);
+  MNEME_REAL(cudaEventCreate)(&Start);
+  MNEME_REAL(cudaEventCreate)(&Stop);
+}
+
+void LaunchCapture::reset() {
+  Start = Stop = nullptr;
+  Snapshot = DeviceSnapshot();
+  SnapshotReady = false;
+  Copier.reset();
+}
+
+bool LaunchCapture::ready(std::string &Error) {
+  if (SnapshotReady)
+    return true;
+  if (!Snapshot.init(Error))
+    return false;
+  SnapshotReady = true;
+  size_t Free = 0, Total = 0;
+  driver().MemGetInfo(&Free, &Total);
+  Copier.setStagingCap(std::min<uint64_t>(4ULL << 30, Free / 4));
+  return true;
+}
+
+bool LaunchCapture::prologue(CapturedLaunch &C, InstanceJob &Job, std::string &Error) {
+  std::vector<DeviceRange> Ranges = rangesOf(C.Regions);
+  double T0 = now();
+  bool Hashed = Snapshot.hash(Ranges, options().ChunkSize, C.Before, Error);
+  double T1 = now();
+  HashSeconds += T1 - T0;
+  // Staged copies complete before the kernel may change what they copy.
+  bool Copied = Hashed && Copier.copy(C.Regions, C.Before, nullptr, Job, C.Staged, Error) &&
+                Snapshot.wait(Error);
+  CopySeconds += now() - T1;
+  if (!Copied)
+    Copier.unstage(C.Staged);
+  return Copied;
+}
+
+bool LaunchCapture::launch(const LaunchRequest &R, CapturedLaunch &C, cudaError_t &Result) {
+  // Timed on the application's stream. A 100 us spin on the stream first
+  // keeps the start event from being reached before the launch is issued,
+  // so the interval is the kernel's execution and not the host's launch
+  // latency. (A host-opened gate would be exact, but a stream held by the
+  // host can deadlock against the runtime's implicit synchronisations in
+  // other threads.)
+  Snapshot.hold(reinterpret_cast<CUstream>(R.Stream), 100000);
+  MNEME_REAL(cudaEventRecord)(Start, R.Stream);
+  Result = R.Launch();
+  MNEME_REAL(cudaEventRecord)(Stop, R.Stream);
+  cudaError_t Done = MNEME_REAL(cudaDeviceSynchronize)();
+  if (Result != cudaSuccess || Done != cudaSuccess) {
+    Copier.unstage(C.Staged);
+    return false;
+  }
+  MNEME_REAL(cudaEventElapsedTime)(&C.Ms, Start, Stop);
+  return true;
+}
+
+// Keeps only the chunks the kernel changed.
+bool LaunchCapture::epilogue(CapturedLaunch &C, InstanceJob &Job, std::string &Error) {
+  const uint64_t ChunkSize = options().ChunkSize;
+  std::vector<DeviceRange> Ranges = rangesOf(C.Regions);
+  double T0 = now();
+  if (!Snapshot.hash(Ranges, ChunkSize, C.After, Error)) {
+    Copier.unstage(C.Staged);
+    return false;
+  }
+  HashSeconds += now() - T0;
+  diff(C, ChunkSize);
+  T0 = now();
+  if (!Copier.copy(C.Regions, C.After, &C.Changed, Job, C.Staged, Error) ||
+      !Snapshot.wait(Error)) {
+    Copier.unstage(C.Staged);
+    return false;
+  }
+  CopySeconds += now() - T0;
+  return true;
+}
+
+void LaunchCapture::handOver(const CapturedLaunch &C, InstanceJob &Job) {
+  if (!C.Staged.empty())
+    Job.Fetch = [Into = &Copier, Staged = C.Staged](std::string &Error) {
+      return Into->fetch(Staged, Error);
+    };
+}
+
+CaptureStats LaunchCapture::stats() const {
+  return CaptureStats{HashSeconds, CopySeconds, Copier.copiedBytes(), Copier.copyRuns()};
+}
+
+} // namespace mneme::recorder

@@ -1,0 +1,27 @@
+// One kernel launch as an interposed entry point hands it to the recorder.
+#ifndef MNEME_RECORDER_LAUNCH_REQUEST_H
+#define MNEME_RECORDER_LAUNCH_REQUEST_H
+
+#include "CallRef.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+namespace mneme::recorder {
+
+struct LaunchRequest {
+  const char *Api = "cudaLaunchKernel";
+  const void *Function = nullptr;
+  dim3 Grid, Block, Cluster{0, 0, 0};
+  void **Args = nullptr;
+  size_t SharedMem = 0;
+  cudaStream_t Stream = nullptr;
+  bool Cooperative = false;
+  // The application's launch, unchanged (set it from a named callable).
+  CallRef<cudaError_t> Launch;
+};
+
+} // namespace mneme::recorder
+
+#endif
