@@ -6,8 +6,10 @@ runs the real one.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -185,6 +187,37 @@ def test_the_tuning_loop_classifies_and_keeps_the_best_verified(instance, tmp_pa
     failed = [t for t in tuner.study.trials if t.user_attrs["result"]["outcome"] != oc.VERIFIED]
     assert all(t.state.name == "FAIL" for t in failed)
     assert json.loads((tmp_path / "study" / "summary.json").read_text())["trials"] == 40
+
+
+class SlowerThanTheApplication(FakeExecutor):
+    """Every configuration verifies, and every one is slower than the application."""
+
+    def submit(self, config):
+        future = super().submit(config)
+        result = future.result()
+        if not config.baseline and result.verified:
+            future = Future()
+            future.set_result(dataclasses.replace(result, median_ms=result.median_ms + 1.0))
+        return future
+
+
+def test_a_study_that_never_beats_the_application_says_so_and_exports_nothing(
+        instance, tmp_path):
+    FakeExecutor.submitted = []
+    settings = TuneSettings(trials=12, sampler="random", seed=1, compile_workers=2,
+                            out_dir=tmp_path / "study", allow_numerics_change=True,
+                            space="quick")
+    summary = Tuner(instance, settings, props=H100, executor=SlowerThanTheApplication).run()
+    assert summary["verdict"] == "no configuration beat the application"
+    assert summary["speedup"] == 1.0 and summary["measured_speedup"] < 1.0
+    best = json.loads((tmp_path / "study" / "best.json").read_text())
+    assert best["beats_application"] is False and best["median_ms"] > 1.0
+    proteus, mneme = tmp_path / "proteus.json", tmp_path / "mneme.json"
+    out = run(["mneme", "export", str(tmp_path / "study" / "best.json"), "--proteus",
+               str(proteus), "--mneme", str(mneme)])
+    assert "no configuration beat the application" in out.stderr
+    assert "nothing to deploy" in json.loads(out.stdout)[instance.kernel_name]["skipped"]
+    assert not proteus.exists() and not mneme.exists()
 
 
 def test_exhaustive_search_runs_every_combination_once(instance, tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -35,4 +36,8 @@ def export(
     if not files:
         raise UsageError("nothing to export: give best.json files or -rdb DIR with tuned "
                          "studies (run `mneme tune` first)")
-    print(json.dumps(export_files(files, proteus, mneme), indent=2))
+    written = export_files(files, proteus, mneme)
+    for entry in written.values():
+        if "skipped" in entry:
+            print(f"mneme export: {entry['skipped']}", file=sys.stderr)
+    print(json.dumps(written, indent=2))

@@ -147,6 +147,7 @@ def _tune_one(inst, settings, tuner_class, interactive: bool) -> dict:
         speedup = f"{s['speedup']:.3f}x" if s["speedup"] else "-"
         grid.add_row("trials", f"{s['trials']}/{settings.trials}", "outcomes", outcomes)
         grid.add_row("best", best, "speedup", speedup)
+        grid.add_row("verdict", s["verdict"], "", "")
         grid.add_row("observations/s", f"{s['observations_per_second']:.1f}",
                      "worker restarts", str(s["worker_restarts"]))
         return grid

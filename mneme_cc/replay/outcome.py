@@ -10,12 +10,15 @@
     runtime_error        the kernel faulted (illegal address, trap, ...) or its
                          worker died; the worker is replaced
     timeout              the trial ran past its time limit; the worker is killed
+    compile_timeout      compiling ran past its limit; the compile process is killed
+    cancelled            the study's deadline came first; the trial was stopped
 
 A replay ends in one of the first three (mneme_cc.replay.Replayer); a trial
 in any (mneme_cc.tune). Only `verified` and `nondeterministic` trials have a
-time, and only they can be best. A configuration that would change the build's numerics in a study
-that verifies bit for bit is not run at all: its trial is pruned and counted
-as `numerics_changing`.
+time, and only they can be best. A configuration that would change the
+build's numerics in a study that verifies bit for bit is not run at all: its
+trial is pruned and counted as `numerics_changing`; one the device cannot
+run (resources the baseline shows it needs) is pruned as `infeasible`.
 """
 
 from __future__ import annotations
@@ -27,10 +30,13 @@ COMPILE_ERROR = "compile_error"
 INVALID_LAUNCH = "invalid_launch"
 RUNTIME_ERROR = "runtime_error"
 TIMEOUT = "timeout"
+COMPILE_TIMEOUT = "compile_timeout"
+CANCELLED = "cancelled"
 OUTCOMES = (VERIFIED, NONDETERMINISTIC, FAILED_VERIFICATION, COMPILE_ERROR, INVALID_LAUNCH,
-            RUNTIME_ERROR, TIMEOUT)
+            RUNTIME_ERROR, TIMEOUT, COMPILE_TIMEOUT, CANCELLED)
 PASSED = (VERIFIED, NONDETERMINISTIC)
 NUMERICS_CHANGING = "numerics_changing"  # pruned, not run
+INFEASIBLE = "infeasible"  # pruned, not run
 
 # Driver errors that refuse a launch without harming the context.
 _LAUNCH_REFUSALS = {

@@ -89,13 +89,22 @@ def export(best_files: list[Path], proteus: Path | None, mneme: Path | None) -> 
             raise UsageError(f"{path}: not a best.json written by `mneme tune` "
                              f"({type(exc).__name__}: {exc})") from None
         records.append((path, record, config))
+    # The application's own kernel is a candidate: a study whose best did not
+    # beat it deploys nothing.
+    skipped = {r["kernel"]: f"{path}: no configuration beat the application "
+               f"(measured speedup {r.get('measured_speedup') or 0:.3f}); nothing to deploy"
+               for path, r, _ in records if r.get("beats_application") is False}
+    records = [(path, r, c) for path, r, c in records if r.get("beats_application") is not False]
     # The fastest verified config per kernel and launch shape.
     chosen: dict[tuple[str, str], tuple[Path, dict, ReplayConfig]] = {}
     for path, record, config in records:
         key = (record["kernel"], launch_shape(record["launch"]))
         if key not in chosen or record["median_ms"] < chosen[key][1]["median_ms"]:
             chosen[key] = (path, record, config)
-    written: dict[str, Any] = {}
+    written: dict[str, Any] = {kernel: {"skipped": why} for kernel, why in skipped.items()
+                               if not any(k == kernel for k, _ in chosen)}
+    if not chosen:
+        return written
     if proteus is not None:
         # One entry per kernel: Proteus does not key by launch shape, so the
         # shape with the largest speedup wins.

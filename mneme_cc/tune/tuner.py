@@ -183,10 +183,30 @@ class Tuner:
         if self.on_trial:
             self.on_trial(self, result)
 
-    def speedup(self) -> float | None:
+    def measured_speedup(self) -> float | None:
+        """The application's kernel time over the best's, as measured (may be < 1)."""
         if self.best and self.baseline and self.baseline.verified:
             return self.baseline.median_ms / self.best.median_ms
         return None
+
+    def beats_application(self) -> bool:
+        """The best is faster than the application's own kernel (or that kernel could
+        not be timed verified, so nothing is known to be faster)."""
+        measured = self.measured_speedup()
+        return self.best is not None and (measured is None or measured > 1.0)
+
+    def speedup(self) -> float | None:
+        """What deploying the study's result gains: the application's kernel is a
+        candidate too, so never below 1."""
+        measured = self.measured_speedup()
+        return None if measured is None else max(measured, 1.0)
+
+    def verdict(self) -> str:
+        if self.best is None:
+            return "no configuration verified"
+        if not self.beats_application():
+            return "no configuration beat the application"
+        return "faster than the application"
 
     def summary(self) -> dict[str, Any]:
         elapsed = time.perf_counter() - self.started
@@ -201,7 +221,8 @@ class Tuner:
             if elapsed else 0.0,
             "baseline": self.baseline.to_dict() if self.baseline else None,
             "best_median_ms": self.best.median_ms if self.best else None,
-            "speedup": self.speedup(), "worker_restarts": self.restarts,
+            "speedup": self.speedup(), "measured_speedup": self.measured_speedup(),
+            "verdict": self.verdict(), "worker_restarts": self.restarts,
             "storage": self.storage_name,
             "device": self.props.to_dict(), "output": str(self.out),
         }
@@ -219,7 +240,8 @@ class Tuner:
             "config": self.best.config.to_dict(),
             "median_ms": self.best.median_ms, "samples_ms": self.best.samples_ms,
             "baseline_ms": self.baseline.median_ms if self.baseline and self.baseline.verified
-            else None, "speedup": self.speedup(), "registers": self.best.registers,
+            else None, "speedup": self.speedup(), "measured_speedup": self.measured_speedup(),
+            "beats_application": self.beats_application(), "registers": self.best.registers,
             "device": self.props.name, "arch": self.props.arch,
         }
 
