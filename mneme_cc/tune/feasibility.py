@@ -1,0 +1,78 @@
+"""Configurations the GPU or ptxas will refuse, known before compiling.
+
+From the device's limits and what the kernel needs at the recorded settings
+(its registers, from the `ir` baseline's compile), a configuration is
+infeasible when its launch cannot start (more threads or registers than a
+block may have, a block larger than its own launch bounds) or when it asks
+ptxas for a register budget far below the kernel's need (launch bounds or a
+register cap that forces heavy spilling, or under the 16 registers ptxas
+needs at all). Such a trial is pruned, not paid for.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.tune.properties import DeviceProperties
+
+#: Registers are given to a warp in units of 256, so per thread in steps of 8.
+REGISTER_STEP = 8
+MIN_REGISTERS = 16
+MAX_REGISTERS = 255
+#: A budget below this fraction of what the kernel needs spills badly.
+SPILL_FLOOR = 0.5
+
+
+@dataclass(frozen=True)
+class Need:
+    """What the kernel needs at the recorded settings (None: not known)."""
+
+    registers: int | None = None
+    shared_bytes: int = 0   # static plus the launch's dynamic shared memory
+
+
+def _warp_threads(threads: int, props: DeviceProperties) -> int:
+    return -(-threads // props.warp_size) * props.warp_size
+
+
+def bounds_budget(max_threads: int, min_blocks: int, props: DeviceProperties) -> int:
+    """Registers per thread that launch bounds leave ptxas."""
+    per_block = props.max_registers_per_block // (min_blocks * _warp_threads(max_threads, props))
+    return min(MAX_REGISTERS, per_block // REGISTER_STEP * REGISTER_STEP)
+
+
+def infeasible(config: ReplayConfig, recorded_block: tuple[int, int, int],
+               props: DeviceProperties, need: Need) -> str | None:
+    """Why this configuration cannot run well enough to be worth a trial (None: it can)."""
+    threads = math.prod(config.block or recorded_block)
+    if threads > props.max_threads_per_block:
+        return f"a block of {threads} threads exceeds the GPU's {props.max_threads_per_block}"
+    budget = MAX_REGISTERS
+    if config.launch_bounds:
+        max_threads = config.max_threads or threads
+        if threads > max_threads:
+            return f"a block of {threads} threads exceeds its launch bounds ({max_threads})"
+        min_blocks = config.min_blocks_per_sm or 1
+        if min_blocks * _warp_threads(max_threads, props) > props.max_threads_per_multiprocessor:
+            return (f"{min_blocks} blocks of {max_threads} threads do not fit on one SM "
+                    f"({props.max_threads_per_multiprocessor} threads)")
+        if min_blocks * need.shared_bytes > props.max_shared_per_block_optin:
+            return (f"{min_blocks} blocks of {need.shared_bytes} bytes of shared memory do not "
+                    "fit on one SM")
+        budget = bounds_budget(max_threads, min_blocks, props)
+    if config.max_registers is not None:
+        budget = min(budget, config.max_registers)
+    if budget < MIN_REGISTERS:
+        return f"a budget of {budget} registers per thread is below ptxas's {MIN_REGISTERS}"
+    if need.registers is None:
+        return None
+    if budget < SPILL_FLOOR * need.registers:
+        return (f"a budget of {budget} registers per thread, for a kernel that needs "
+                f"{need.registers}, spills heavily")
+    used = min(budget, need.registers)
+    if used * _warp_threads(threads, props) > props.max_registers_per_block:
+        return (f"{threads} threads of {used} registers exceed a block's "
+                f"{props.max_registers_per_block} registers")
+    return None
