@@ -6,6 +6,9 @@ recorded code-generation options, the launch dimensions and argument bytes
 where they are specialised, the arch, and the versions of mneme-cc, LLVM
 (llvmlite) and nvJitLink. Entries are written to
 a temporary name and renamed, so concurrent compilers share one cache.
+
+`compile_instance` compiles a recorded instance's kernel; it needs no GPU,
+so compile workers import this module and not the replay session.
 """
 
 from __future__ import annotations
@@ -18,11 +21,16 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.cubin import Resources, compile_cubin
+from mneme_cc.replay.cuda_bindings import cuda_bindings
 from mneme_cc.replay.jit import KernelLaunch, compile_ptx
-from mneme_cc.replay.numerics import Codegen
+from mneme_cc.replay.numerics import Codegen, codegen_of
+
+if TYPE_CHECKING:
+    from mneme_cc.record.db import Instance
 
 
 @dataclass
@@ -61,9 +69,7 @@ def _toolchain_versions() -> dict[str, str]:
     versions = {"mneme-cc": build_info().version, "llvmlite": llvmlite.__version__,
                 "llvm": ".".join(map(str, llvm.llvm_version_info))}
     try:
-        import cuda.bindings.nvjitlink as nvjitlink
-
-        versions["nvjitlink"] = ".".join(map(str, nvjitlink.version()))
+        versions["nvjitlink"] = ".".join(map(str, cuda_bindings("nvjitlink").version()))
     except Exception:  # noqa: BLE001 - absent: compile_cubin will say so
         versions["nvjitlink"] = "absent"
     return versions
@@ -101,6 +107,21 @@ def compile_kernel(bitcode: bytes, ir_hash: str, launch: KernelLaunch, config: R
     compiled = CompiledKernel(cubin.data, jit.ptx, cubin.resources, seconds, ir_text=jit.ir)
     _store(entry, compiled)
     return compiled
+
+
+def compile_instance(inst: Instance, config: ReplayConfig, arch: str,
+                     cache_dir=None) -> CompiledKernel:
+    """The instance's kernel compiled as `config` says (the "ir" baseline: at the
+    recorded settings), through the disk cache."""
+    kernel = inst.db.kernel(inst.static_hash)
+    codegen = codegen_of(kernel)
+    if config.baseline == "ir":
+        config = codegen.baseline_config()
+    launch = KernelLaunch(inst.kernel_name, inst.grid, inst.block, inst.args,
+                          tuple((p["offset"], p["size"]) for p in inst.params))
+    ir = kernel.description["ir"]
+    return compile_kernel(kernel.bitcode(), ir["content_hash"], launch, config, arch, codegen,
+                          cache_dir)
 
 
 def _digest(data: bytes) -> str:

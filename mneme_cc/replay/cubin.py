@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from mneme_cc.errors import ToolchainError, UsageError
 from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.replay.cuda_bindings import cuda_bindings
 
 
 @dataclass(frozen=True)
@@ -30,14 +31,6 @@ class Cubin:
     resources: Resources
     seconds: float
     log: str
-
-
-def _nvjitlink():
-    try:
-        import cuda.bindings.nvjitlink as nvjitlink
-    except ImportError:
-        raise ToolchainError("replay needs cuda-bindings: pip install 'mneme-cc[cuda]'") from None
-    return nvjitlink
 
 
 def ptxas_options(config: ReplayConfig, arch: str) -> list[str]:
@@ -77,7 +70,7 @@ def parse_resources(log: str, kernel: str) -> Resources:
 
 
 def compile_cubin(ptx: str, kernel: str, config: ReplayConfig, arch: str) -> Cubin:
-    nvjitlink = _nvjitlink()
+    nvjitlink = cuda_bindings("nvjitlink")
     options = ptxas_options(config, arch)
     start = time.perf_counter()
     try:

@@ -1,10 +1,21 @@
-"""The device layer of replay: a recorded instance's world on a real GPU.
+"""The device layer of replay: the only code that calls the GPU's driver.
 
-Through cuda-bindings (the driver API): reserve the recorded VA window at
-its recorded base before anything else, map physical memory for exactly the
-recorded allocations, restore the prologue once and keep a pristine copy on
-the device, then restore written allocations device-to-device before every
-launch. Kept behind this one module so another backend is another module.
+This backend is CUDA's, through cuda-bindings (the driver API). The rest of
+mneme-cc reaches the GPU through the names below alone, so a HIP backend
+(hip-python) is one more module that offers them:
+
+- `Device`: one GPU's primary context and the stream replay works on, with
+  what replay does there: device memory (alloc, free, copies, memset),
+  modules (`load_module` gives a `Module`: its kernels and globals),
+  launches, occupancy and a kernel's limits, events and the time between
+  them, synchronisation, device attributes;
+- `Window`: the recorded VA window, reserved at its recorded base before
+  anything else takes device addresses, and mapped per recorded allocation;
+- `LaunchGate`: holds the stream while timed launches are issued;
+- `KernelParams`, `copy_to_device`, `copy_from_device`, `check`, `DeviceError`.
+
+Calls that free or unload are unchecked: a session closes after a kernel
+fault too, when the context refuses them.
 """
 
 from __future__ import annotations
@@ -14,7 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mneme_cc.errors import MnemeError, ToolchainError
+from mneme_cc.errors import MnemeError
+from mneme_cc.replay.cuda_bindings import cuda_bindings
 
 
 class DeviceError(MnemeError):
@@ -29,11 +41,7 @@ class DeviceError(MnemeError):
 
 
 def _driver():
-    try:
-        import cuda.bindings.driver as driver
-    except ImportError:
-        raise ToolchainError("replay needs cuda-bindings: pip install 'mneme-cc[cuda]'") from None
-    return driver
+    return cuda_bindings("driver")
 
 
 def check(result, what: str):
@@ -57,7 +65,8 @@ class Mapping:
 
 
 class Device:
-    """One GPU's primary context, made current for this thread."""
+    """One GPU's primary context, made current for this thread, and the
+    non-blocking stream that every asynchronous call below is issued on."""
 
     def __init__(self, ordinal: int = 0):
         drv = _driver()
@@ -76,11 +85,8 @@ class Device:
         self.handle = check(drv.cuDeviceGet(ordinal), "opening the GPU")
         self.context = check(drv.cuDevicePrimaryCtxRetain(self.handle), "creating a context")
         check(drv.cuCtxSetCurrent(self.context), "activating the context")
-        attr = drv.CUdevice_attribute
-        major = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                                               self.handle), "reading the arch")
-        minor = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                                               self.handle), "reading the arch")
+        major = self.attribute("compute_capability_major", "reading the arch")
+        minor = self.attribute("compute_capability_minor", "reading the arch")
         self.arch = f"sm_{major}{minor}"
         self.name = check(drv.cuDeviceGetName(256, self.handle), "naming the GPU")
         self.name = self.name.split(b"\0")[0].decode()
@@ -91,6 +97,104 @@ class Device:
         drv = _driver()
         drv.cuStreamDestroy(self.stream)
         drv.cuDevicePrimaryCtxRelease(self.handle)
+
+    def attribute(self, name: str, what: str) -> int:
+        """A device attribute by its name in lower case ("l2_cache_size")."""
+        drv = _driver()
+        attr = getattr(drv.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name.upper()}")
+        return int(check(drv.cuDeviceGetAttribute(attr, self.handle), what))
+
+    # -- device memory (outside the window) --------------------------------
+
+    def alloc(self, size: int, what: str) -> int:
+        return int(check(_driver().cuMemAlloc(size), what))
+
+    def free(self, address: int) -> None:
+        _driver().cuMemFree(address)  # unchecked (see the module's docstring)
+
+    def copy_dtod(self, destination: int, source: int, size: int, what: str) -> None:
+        check(_driver().cuMemcpyDtoD(destination, source, size), what)
+
+    def copy_dtod_async(self, destination: int, source: int, size: int, what: str) -> None:
+        check(_driver().cuMemcpyDtoDAsync(destination, source, size, self.stream), what)
+
+    def memset_async(self, address: int, byte: int, size: int, what: str) -> None:
+        check(_driver().cuMemsetD8Async(address, byte, size, self.stream), what)
+
+    # -- code ----------------------------------------------------------------
+
+    def load_module(self, image: bytes, what: str) -> Module:
+        """Loads a cubin or fatbinary into the context."""
+        return Module(check(_driver().cuModuleLoadData(image), what))
+
+    def launch(self, function, grid, block, shared_bytes: int, params: int, *,
+               cooperative: bool = False, what: str = "launching the kernel") -> None:
+        """Queues a launch; `params` is the address of its void** parameters."""
+        drv = _driver()
+        if cooperative:
+            result = drv.cuLaunchCooperativeKernel(function, *grid, *block, shared_bytes,
+                                                   self.stream, params)
+        else:
+            result = drv.cuLaunchKernel(function, *grid, *block, shared_bytes, self.stream,
+                                        params, 0)
+        check(result, what)
+
+    def allow_shared_memory(self, function, shared_bytes: int) -> None:
+        """Lets the kernel take more dynamic shared memory than the default 48 KiB."""
+        drv = _driver()
+        attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        check(drv.cuFuncSetAttribute(function, attr, shared_bytes), "allowing shared memory")
+
+    def occupancy(self, function, threads: int, shared_bytes: int) -> int:
+        """How many blocks of the kernel one multiprocessor holds at once."""
+        return int(check(_driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            function, threads, shared_bytes), "computing occupancy"))
+
+    def max_threads_per_block(self, function) -> int:
+        """The largest block the compiled kernel can be launched with."""
+        drv = _driver()
+        attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+        return int(check(drv.cuFuncGetAttribute(attr, function), "reading the kernel's limits"))
+
+    # -- ordering and time ---------------------------------------------------
+
+    def synchronize(self, what: str) -> None:
+        """Waits for everything queued on the stream; a kernel's fault surfaces here."""
+        check(_driver().cuStreamSynchronize(self.stream), what)
+
+    def create_event(self):
+        return check(_driver().cuEventCreate(0), "creating an event")
+
+    def destroy_event(self, event) -> None:
+        _driver().cuEventDestroy(event)  # unchecked (see the module's docstring)
+
+    def record_event(self, event, what: str) -> None:
+        check(_driver().cuEventRecord(event, self.stream), what)
+
+    def wait_event(self, event, what: str) -> None:
+        check(_driver().cuEventSynchronize(event), what)
+
+    def elapsed_ms(self, start, stop, what: str) -> float:
+        return float(check(_driver().cuEventElapsedTime(start, stop), what))
+
+
+class Module:
+    """A module loaded into the context: its kernels and its globals."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def function(self, name: str, what: str):
+        return check(_driver().cuModuleGetFunction(self.handle, name.encode()), what)
+
+    def global_address(self, name: str) -> int | None:
+        """Where the module keeps the global `name`; None when it has none of that name."""
+        drv = _driver()
+        err, address, _ = drv.cuModuleGetGlobal(self.handle, name.encode())
+        return int(address) if err == drv.CUresult.CUDA_SUCCESS else None
+
+    def unload(self) -> None:
+        _driver().cuModuleUnload(self.handle)  # unchecked: after a kernel fault it cannot succeed
 
 
 class Window:
@@ -183,17 +287,17 @@ class LaunchGate:
         _driver().cuMemFreeHost(self._word)
 
 
-def copy_to_device(address: int, data: np.ndarray) -> None:
+def copy_to_device(address: int, data: np.ndarray, what: str = "restoring memory") -> None:
     drv = _driver()
     if data.size:
-        check(drv.cuMemcpyHtoD(address, data.ctypes.data, data.nbytes), "restoring memory")
+        check(drv.cuMemcpyHtoD(address, data.ctypes.data, data.nbytes), what)
 
 
-def copy_from_device(address: int, size: int) -> np.ndarray:
+def copy_from_device(address: int, size: int, what: str = "reading memory back") -> np.ndarray:
     drv = _driver()
     out = np.empty(size, np.uint8)
     if size:
-        check(drv.cuMemcpyDtoH(out.ctypes.data, address, size), "reading memory back")
+        check(drv.cuMemcpyDtoH(out.ctypes.data, address, size), what)
     return out
 
 

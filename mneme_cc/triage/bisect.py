@@ -72,12 +72,14 @@ class Bisector:
         from mneme_cc.replay.replayer import Replayer
 
         if self.replayer is None:
-            self.replayer = Replayer(self.instance, self.device, self.cache_dir).__enter__()
+            replayer = Replayer(self.instance, self.device, self.cache_dir)
+            replayer.open()
+            self.replayer = replayer
         return self.replayer
 
     def close(self) -> None:
         if self.replayer is not None:
-            self.replayer.__exit__(None, None, None)
+            self.replayer.close()
             self.replayer = None
 
     def verifies(self, config: ReplayConfig, what: str) -> bool:
@@ -91,7 +93,7 @@ class Bisector:
         return verified
 
     def _compile(self, config: ReplayConfig):
-        from mneme_cc.replay.replayer import compile_instance
+        from mneme_cc.replay.compiler import compile_instance
 
         return compile_instance(self.instance, config, self._open().device.arch, self.cache_dir)
 

@@ -79,7 +79,7 @@ def _warm(db_path: str, name: str) -> None:
 
 def _compile(db_path: str, name: str, config_json: str, arch: str, cache_dir: str | None):
     """Compiles into the disk cache; returns (error or "", compile seconds)."""
-    from mneme_cc.replay.replayer import compile_instance
+    from mneme_cc.replay.compiler import compile_instance
 
     config = ReplayConfig.from_json(config_json)
     if config.baseline == "original":
@@ -108,7 +108,7 @@ def _gpu_main(conn, db_path: str, name: str, ordinal: int, cache_dir: str | None
 
     try:
         replayer = Replayer(_instance(db_path, name), device=ordinal, cache_dir=cache_dir)
-        replayer.__enter__()
+        replayer.open()
     except MnemeError as exc:
         conn.send({"fatal": str(exc)})
         return
@@ -127,7 +127,7 @@ def _gpu_main(conn, db_path: str, name: str, ordinal: int, cache_dir: str | None
                 os._exit(3)  # the context is lost: a new worker takes over
         except (MnemeError, RuntimeError) as exc:
             conn.send({"outcome": oc.COMPILE_ERROR, "error": str(exc).splitlines()[0]})
-    replayer.__exit__(None, None, None)
+    replayer.close()
 
 
 class _GpuWorker:

@@ -19,30 +19,23 @@ class DeviceProperties:
 
     @classmethod
     def query(cls, ordinal: int = 0) -> DeviceProperties:
-        """The properties of GPU `ordinal`, read from the driver."""
+        """The properties of GPU `ordinal`, read through the device layer."""
         from mneme_cc.replay import device as dev
 
         gpu = dev.Device(ordinal)
         try:
-            drv = dev._driver()
-            attr = drv.CUdevice_attribute
-
             def get(name: str) -> int:
-                return int(dev.check(drv.cuDeviceGetAttribute(getattr(attr, name), gpu.handle),
-                                     "reading the GPU's properties"))
+                return gpu.attribute(name, "reading the GPU's properties")
 
             return cls(
                 name=gpu.name, arch=gpu.arch,
-                multiprocessors=get("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT"),
-                max_threads_per_block=get("CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK"),
-                max_threads_per_multiprocessor=get(
-                    "CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR"),
-                max_blocks_per_multiprocessor=get(
-                    "CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR"),
-                max_registers_per_block=get("CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK"),
-                max_shared_per_block_optin=get(
-                    "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
-                warp_size=get("CU_DEVICE_ATTRIBUTE_WARP_SIZE"))
+                multiprocessors=get("multiprocessor_count"),
+                max_threads_per_block=get("max_threads_per_block"),
+                max_threads_per_multiprocessor=get("max_threads_per_multiprocessor"),
+                max_blocks_per_multiprocessor=get("max_blocks_per_multiprocessor"),
+                max_registers_per_block=get("max_registers_per_block"),
+                max_shared_per_block_optin=get("max_shared_memory_per_block_optin"),
+                warp_size=get("warp_size"))
         finally:
             gpu.close()
 

@@ -1,0 +1,106 @@
+"""`DeviceState`: a recorded instance's memory on the device, for one session.
+
+Opening it reserves the recorded VA window, maps the prologue's allocations
+and copies their contents in, and keeps device copies of what a launch may
+change: every allocation the kernel writes, every global. `restore()`
+queues their device-to-device restore before a launch, so each launch sees
+the recorded input and restoring never waits on the host (timed launches
+queue behind a gate). It also holds the recorded epilogue that verification
+compares against. `close()` frees all of it, the window last.
+"""
+
+from __future__ import annotations
+
+from mneme_cc.record.db import ALLOCATION, GLOBAL, Instance
+from mneme_cc.replay import device as dev
+from mneme_cc.replay.expected import ExpectedOutput
+from mneme_cc.replay.output import SavedRegion
+
+
+class DeviceCopies:
+    """Device copies of recorded regions, each kept with where it is restored
+    to (an address or a global's name) and its size; freed together."""
+
+    def __init__(self, device: dev.Device):
+        self.device = device
+        self.entries: list[tuple] = []  # (destination, copy, size)
+
+    def add(self, destination, copy: int, size: int) -> None:
+        """Takes ownership of `copy`."""
+        self.entries.append((destination, copy, size))
+
+    def close(self) -> None:
+        for _, copy, _ in self.entries:
+            self.device.free(copy)
+        self.entries.clear()
+
+
+class DeviceState:
+    """Opened with the session, after its Device and before anything else
+    takes device addresses; closed before the Device."""
+
+    def __init__(self, device: dev.Device, instance: Instance):
+        self.device, self.instance = device, instance
+        w = instance.window
+        self.window = dev.Window(device, w["base"], w["size"], w["granularity"])
+        self.written = DeviceCopies(device)    # by address: the allocations the kernel writes
+        self.globals = DeviceCopies(device)    # by name: every global of the prologue
+        self.expected = ExpectedOutput(device)
+        try:
+            self._restore_prologue()
+        except BaseException:
+            self.close()
+            raise
+
+    def _restore_prologue(self) -> None:
+        prologue, epilogue = self.instance.prologue, self.instance.epilogue
+        for region in prologue.allocations:
+            self.window.map(region.address, region.size)
+            dev.copy_to_device(region.address, region.read())
+        for region in prologue.allocations:
+            if epilogue.region(region.address, region.kind, region.name).chunks:
+                copy = self.device.alloc(region.size, "allocating a pristine copy")
+                self.written.add(region.address, copy, region.size)
+                self.device.copy_dtod(copy, region.address, region.size, "copying")
+        for g in prologue.globals:
+            copy = self.device.alloc(max(g.size, 1), "allocating a global's copy")
+            self.globals.add(g.name, copy, g.size)
+            dev.copy_to_device(copy, g.read())
+
+    @property
+    def written_addresses(self) -> set[int]:
+        return {address for address, _, _ in self.written.entries}
+
+    def restore(self, globals_: dict[str, int]) -> None:
+        """Queues the restore of the written allocations and of the globals the
+        loaded module has (`globals_`: name -> its address in the module)."""
+        for address, copy, size in self.written.entries:
+            self.device.copy_dtod_async(address, copy, size, "restoring")
+        for name, copy, size in self.globals.entries:
+            if name in globals_ and size:
+                self.device.copy_dtod_async(globals_[name], copy, size, "restoring")
+
+    def put_back(self, region) -> None:
+        """Writes an allocation's recorded prologue into it again."""
+        prologue = self.instance.prologue.region(region.address, region.kind)
+        dev.copy_to_device(region.address, prologue.read())
+
+    def output_regions(self, globals_: dict[str, int]) -> list[SavedRegion]:
+        """The device state the recorded epilogue covers, read back now."""
+        out = []
+        for region in self.instance.epilogue.regions:
+            if region.kind == ALLOCATION:
+                address = region.address
+            elif region.kind == GLOBAL and region.name in globals_:
+                address = globals_[region.name]
+            else:
+                continue
+            out.append(SavedRegion(region.kind, region.name, region.address,
+                                   dev.copy_from_device(address, region.size)))
+        return out
+
+    def close(self) -> None:
+        self.written.close()
+        self.globals.close()
+        self.expected.close()
+        self.window.close()  # unmaps and frees what was mapped

@@ -1,0 +1,45 @@
+"""`ExpectedOutput`: the recorded epilogue, as verification reads it.
+
+Each region is read (and decompressed) once; a region's device copy, which
+the comparer checks the replayed buffer against, is made on first use and
+kept until the session closes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mneme_cc.replay import device as dev
+
+
+class ExpectedOutput:
+    """Owned by DeviceState, which closes it."""
+
+    def __init__(self, device: dev.Device):
+        self.device = device
+        self._host: dict[tuple[int, str, int], np.ndarray] = {}
+        self._on_device: dict[int, int] = {}  # region address -> its device copy
+
+    def host(self, region) -> np.ndarray:
+        """The region's recorded epilogue."""
+        key = (region.kind, region.name, region.address)
+        if key not in self._host:
+            self._host[key] = region.read()
+        return self._host[key]
+
+    def on_device(self, region) -> int:
+        """The address of a device copy of the region's recorded epilogue."""
+        if region.address not in self._on_device:
+            copy = self.device.alloc(max(region.size, 1), "allocating")
+            try:
+                dev.copy_to_device(copy, self.host(region))
+            except BaseException:
+                self.device.free(copy)
+                raise
+            self._on_device[region.address] = copy
+        return self._on_device[region.address]
+
+    def close(self) -> None:
+        for copy in self._on_device.values():
+            self.device.free(copy)
+        self._on_device.clear()
