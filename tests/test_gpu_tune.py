@@ -56,6 +56,39 @@ def test_tuning_vector_add_and_spmv_finds_and_exports_a_verified_config(example_
                       for k, s in summaries.items()}))
 
 
+def test_a_study_ends_at_its_deadline_and_compiles_end_at_their_limit(example_binaries,
+                                                                      tmp_path):
+    import time
+
+    from mneme_cc.tune.study_dir import StudyDir
+
+    db = record(example_binaries / "vector_add", tmp_path / "db")
+    env = tool_env(MNEME_CACHE_DIR=str(tmp_path / "cache"))
+    started = time.perf_counter()
+    out = run(["mneme", "tune", "-rdb", str(db), "--space", "standard", "--sampler", "random",
+               "--trials", "100000", "--timeout", "10", "--study", "deadline"], env=env)
+    assert time.perf_counter() - started < 10 + 5 + 5  # + the CLI's own start
+    summary = json.loads(out.stdout)
+    assert summary["time_spent"]["wall"] < 10 + 5
+    assert summary["outcomes"].get(oc.VERIFIED, 0) > 0
+    states = {t.state.name for t in StudyDir(Path(summary["output"])).study().get_trials()}
+    assert "RUNNING" not in states and "WAITING" not in states
+    trials = [json.loads(line) for line in
+              (Path(summary["output"]) / "trials.jsonl").read_text().splitlines()]
+    verified = [t for t in trials if t["outcome"] == oc.VERIFIED and not t["duplicate"]]
+    assert all({"queue", "gpu.launch", "gpu.time"} <= set(t["stage_seconds"]) for t in verified)
+    assert any("compile.codegen" in t["stage_seconds"] for t in verified)
+    out = run(["mneme", "tune", "-rdb", str(db), "--space", "quick", "--sampler", "exhaustive",
+               "--trials", "4", "--compile-timeout", "0.001", "--study", "no-time",
+               "--iterations", "3"],
+              env=tool_env(MNEME_CACHE_DIR=str(tmp_path / "empty-cache")), check=False)
+    summary = json.loads(out.stdout)
+    ran = {k: v for k, v in summary["outcomes"].items()
+           if k not in (oc.NUMERICS_CHANGING, oc.INFEASIBLE)}
+    assert ran and set(ran) == {oc.COMPILE_TIMEOUT}, summary["outcomes"]
+    assert summary["baseline"]["outcome"] == oc.VERIFIED  # the application's: no compile
+
+
 def test_fault_injection_classifies_every_failure_and_goes_on(example_binaries, tmp_path):
     db = record(example_binaries / "fault_injection", tmp_path / "db", "100000")
     out = run(["mneme", "tune", "-rdb", str(db), "--space", f"{SAMPLES / 'fault_space.py'}:Faults",

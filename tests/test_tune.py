@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import time
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -548,3 +549,76 @@ def test_every_config_of_the_proteus_preset_exports_to_proteus(instance):
     assert len(configs) == 4 * 4 * (1 + 8)  # levels x specialisations x (off, 1..8 per SM)
     for config in configs:
         assert proteus_entry(config, instance.block)["Pipeline"] == config.pipeline
+
+
+def test_infeasible_configurations_are_known_before_compiling():
+    from mneme_cc.tune.feasibility import Need, bounds_budget, infeasible
+
+    block = (256, 1, 1)
+    need = Need(registers=80, shared_bytes=16 * 1024)
+    ok = ReplayConfig()
+    assert infeasible(ok, block, H100, need) is None
+    # 256 threads x 2 blocks leave 128 registers; x 8 blocks, 32: a 80-register kernel spills.
+    assert bounds_budget(256, 2, H100) == 128 and bounds_budget(256, 8, H100) == 32
+    assert infeasible(ReplayConfig(launch_bounds=True, min_blocks_per_sm=2), block, H100,
+                      need) is None
+    assert "spills heavily" in infeasible(
+        ReplayConfig(launch_bounds=True, min_blocks_per_sm=8), block, H100, need)
+    # Unknown needs: only what the device forbids outright.
+    assert infeasible(ReplayConfig(launch_bounds=True, min_blocks_per_sm=8), block, H100,
+                      Need()) is None
+    assert "do not fit on one SM" in infeasible(
+        ReplayConfig(launch_bounds=True, min_blocks_per_sm=9), block, H100, Need())
+    assert "shared memory" in infeasible(
+        ReplayConfig(launch_bounds=True, min_blocks_per_sm=5), block, H100,
+        Need(registers=80, shared_bytes=48 * 1024))
+    assert "exceeds its launch bounds" in infeasible(
+        ReplayConfig(launch_bounds=True, max_threads=128), block, H100, need)
+    assert "spills heavily" in infeasible(ReplayConfig(max_registers=32), block, H100, need)
+    assert infeasible(ReplayConfig(max_registers=64), block, H100, need) is None
+    assert "exceed a block's" in infeasible(ReplayConfig(block=(1024, 1, 1)), block, H100,
+                                            Need(registers=128))
+    assert "exceeds the GPU's" in infeasible(ReplayConfig(block=(2048, 1, 1)), block, H100,
+                                             Need())
+
+
+@pytest.mark.parametrize("deaf", [False, True])
+def test_the_deadline_ends_a_study_and_closes_every_trial(instance, tmp_path, deaf):
+    import optuna
+    from tune_doubles import HangingExecutor
+
+    HangingExecutor.deaf = deaf
+    settings = TuneSettings(trials=50, sampler="random", seed=1, compile_workers=2, timeout=1.0,
+                            out_dir=tmp_path / "study", allow_numerics_change=True,
+                            space="standard")
+    tuner = Tuner(instance, settings, props=H100, executor=HangingExecutor)
+    started = time.perf_counter()
+    summary = tuner.run()
+    assert time.perf_counter() - started < 1.0 + 5.0
+    states = [t.state for t in tuner.study.get_trials()]
+    assert optuna.trial.TrialState.RUNNING not in states and states
+    lines = [json.loads(x) for x in (tmp_path / "study" / "trials.jsonl").read_text().splitlines()]
+    assert lines and {x["outcome"] for x in lines} == {oc.CANCELLED}
+    assert summary["outcomes"][oc.CANCELLED] == len(lines)
+    assert summary["time_spent"]["wall"] < 6.0
+
+
+def test_a_compile_process_past_its_limit_is_killed_and_replaced(instance, tmp_path):
+    """The executor's compile processes: a limit too short for any compile kills
+    the process; the next ask gets a fresh one, which answers (here LLVM's
+    refusal of the synthetic IR); a cancel ends an ask in progress at once."""
+    from mneme_cc.tune.workers import Worker
+
+    worker = Worker(str(instance.db.path), instance.name, str(tmp_path / "cache"))
+    try:
+        job = (ReplayConfig(pipeline="default<O3>").to_json(), "sm_90")
+        assert worker.ask(job, 0.001) == ("timeout", None)
+        assert worker.restarts == 1 and worker.process.is_alive()
+        kind, (error, _) = worker.ask(job, 120)
+        assert kind == "reply" and "bitcode" in error
+        worker.cancel()
+        started = time.perf_counter()
+        assert worker.ask(job, 120)[0] == "died"
+        assert time.perf_counter() - started < 10 and not worker.process.is_alive()
+    finally:
+        worker.close()

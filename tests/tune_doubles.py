@@ -26,8 +26,12 @@ class FakeExecutor:
 
     submitted: list[ReplayConfig] = []
 
-    def __init__(self, instance, devices, compile_workers, cache_dir, trial_timeout):
+    def __init__(self, instance, devices, compile_workers, cache_dir, trial_timeout,
+                 compile_timeout):
         self.workers, self.restarts = list(devices), 0
+
+    def cancel(self):
+        pass
 
     def __enter__(self):
         return self
@@ -86,3 +90,27 @@ def assert_one_study(storage, study_name: str, trials: int, processes: int,
     evaluated = [t.number for t in frozen if t.state != state.PRUNED]
     assert sorted(told) == sorted(evaluated)  # each evaluated trial recorded once
     return frozen
+
+
+class HangingExecutor(FakeExecutor):
+    """Baselines finish; every trial hangs until cancel(), which ends it as a
+    real executor does (or, with `deaf`, never: the tuner must close it anyway)."""
+
+    deaf = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.pending: list[tuple[Future, ReplayConfig]] = []
+
+    def submit(self, config):
+        if config.baseline:
+            return super().submit(config)
+        future = Future()
+        self.pending.append((future, config))
+        return future
+
+    def cancel(self):
+        if not self.deaf:
+            for future, config in self.pending:
+                if not future.done():
+                    future.set_result(TrialResult(oc.CANCELLED, config, error="cancelled"))

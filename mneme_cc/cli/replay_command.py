@@ -115,78 +115,69 @@ def replay(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Replay one recorded instance under a configuration: verify it, time it."""
-    from mneme_cc.errors import UsageError
     from mneme_cc.replay.config import ReplayConfig
     from mneme_cc.replay.replayer import Replayer
 
-    if config_file is not None:
-        config = ReplayConfig.load(config_file)
-    else:
-        config = ReplayConfig(
-            grid=_dims(grid, "--grid"), block=_dims(block, "--block"),
-            pipeline=pipeline or "default<O3>", tuning=_tuning(tuning), ptxas_opt_level=ptxas_opt,
-            max_registers=max_registers, specialize_args=int_list(specialize_args, "--specialize-args",
-                                                     "a list of parameter indices"),
-            specialize_dims=specialize_dims, launch_bounds=launch_bounds,
-            fp_reassociate=fp_reassociate, fp_contract=fp_contract,
-            pin_contraction=pin_contraction, keep_debug_info=keep_debug_info,
-            min_blocks_per_sm=min_blocks, iterations=iterations, warmup=warmup,
-            baseline=baseline, verify=policies_file(verify), flush_l2=flush_l2)
-    if config.baseline is None:
-        from mneme_cc.replay.llvm import pipeline_of
-
-        pipeline_of(config.pipeline)  # a bad pipeline is a usage error before any GPU work
-    if emit is not None and config.baseline == "original":
-        raise UsageError("--emit writes what mneme-cc compiled; the 'original' baseline runs "
-                         "the application's own binary")
+    config = ReplayConfig.load(config_file) if config_file is not None else ReplayConfig(
+        grid=_dims(grid, "--grid"), block=_dims(block, "--block"),
+        pipeline=pipeline or "default<O3>", tuning=_tuning(tuning), ptxas_opt_level=ptxas_opt,
+        max_registers=max_registers, specialize_args=int_list(
+            specialize_args, "--specialize-args", "a list of parameter indices"),
+        specialize_dims=specialize_dims, launch_bounds=launch_bounds,
+        fp_reassociate=fp_reassociate, fp_contract=fp_contract, pin_contraction=pin_contraction,
+        keep_debug_info=keep_debug_info, min_blocks_per_sm=min_blocks, iterations=iterations,
+        warmup=warmup, baseline=baseline, verify=policies_file(verify), flush_l2=flush_l2)
+    _check_early(config, emit)
     inst = find_instance(database, rid, kernel)
-    if save_output is not None:
-        from mneme_cc.replay.output import check_new
-
-        check_new(save_output)
-    from mneme_cc.replay.verify import policies_for
-
-    policies_for(config.verify, inst.params, inst.args, inst.prologue.allocations)
-    # Damaged artifacts are reported before any GPU work: the code, both state
-    # files and the epilogue's own chunks (the prologue's are checked as the
-    # Replayer restores them, before any kernel runs).
-    code = inst.db.kernel(inst.static_hash)
-    code.image() if config.baseline == "original" else code.bitcode()
-    for region in inst.epilogue.regions:
-        for digest in region.chunks.values():
-            inst.db.read_chunk(digest)
-    with Replayer(inst, device=device) as replayer:
+    replayer = Replayer(inst, device=device)
+    replayer.preflight(config, save_output)  # before the GPU is taken
+    with replayer:
         result = replayer.replay(config, save_output=save_output)
-    summary = result_summary(inst, result)
-    if save_output is not None:
-        summary["saved_output"] = str(save_output)
-    if emit is not None:
-        summary["emitted"] = [str(p) for p in result.emit(emit)]
+    summary = {**result_summary(inst, result),
+               **({"saved_output": str(save_output)} if save_output is not None else {}),
+               **({"emitted": [str(p) for p in result.emit(emit)]} if emit is not None else {})}
     if as_json or not sys.stdout.isatty():
         print(json.dumps(summary, indent=2))
     else:
-        from rich.console import Console
-
-        console = Console()
-        colour = "green" if result.verified else "red"
-        console.print(f"[bold]{inst.demangled}[/] {inst.name}: "
-                      f"[{colour}]{result.outcome}[/]")
-        console.print(f"  median {result.median_ms:.4f} ms (min {result.min_ms:.4f}, "
-                      f"stdev {result.stdev_ms:.4f}; in-app {inst.in_app_ms:.4f} ms)")
-        if result.resources:
-            r = result.resources
-            console.print(f"  {r.registers} registers, {r.spill_stores}/{r.spill_loads} bytes "
-                          f"spilled, {r.shared_bytes} bytes smem")
-        if result.numerics:
-            console.print("  numerics-changing: " + "; ".join(result.numerics))
-        if result.nondeterministic:
-            console.print("  within the nondeterministic spread: "
-                          + ", ".join(result.nondeterministic))
-        if result.failure:
-            console.print(f"  [red]{result.failure}[/]")
-        for m in result.mismatches:
-            worst = f", worst abs {m.worst_abs:.3g}" if m.worst_abs is not None else ""
-            console.print(f"  [red]{m.buffer}[/]: {m.count} element(s) differ{worst}, first at "
-                          f"{m.first_indices}")
+        _print_result(inst, result)
     if not result.verified:
         raise typer.Exit(EXIT_FAILED_VERIFICATION)
+
+
+def _check_early(config, emit: Optional[Path]) -> None:
+    """Mistakes in the options, reported before the database is read."""
+    from mneme_cc.errors import UsageError
+
+    if config.baseline is None:
+        from mneme_cc.replay.llvm import pipeline_of
+
+        pipeline_of(config.pipeline)
+    if emit is not None and config.baseline == "original":
+        raise UsageError("--emit writes what mneme-cc compiled; the 'original' baseline runs "
+                         "the application's own binary")
+
+
+def _print_result(inst, result) -> None:
+    from rich.console import Console
+
+    console = Console()
+    colour = "green" if result.verified else "red"
+    console.print(f"[bold]{inst.demangled}[/] {inst.name}: "
+                  f"[{colour}]{result.outcome}[/]")
+    console.print(f"  median {result.median_ms:.4f} ms (min {result.min_ms:.4f}, "
+                  f"stdev {result.stdev_ms:.4f}; in-app {inst.in_app_ms:.4f} ms)")
+    if result.resources:
+        r = result.resources
+        console.print(f"  {r.registers} registers, {r.spill_stores}/{r.spill_loads} bytes "
+                      f"spilled, {r.shared_bytes} bytes smem")
+    if result.numerics:
+        console.print("  numerics-changing: " + "; ".join(result.numerics))
+    if result.nondeterministic:
+        console.print("  within the nondeterministic spread: "
+                      + ", ".join(result.nondeterministic))
+    if result.failure:
+        console.print(f"  [red]{result.failure}[/]")
+    for m in result.mismatches:
+        worst = f", worst abs {m.worst_abs:.3g}" if m.worst_abs is not None else ""
+        console.print(f"  [red]{m.buffer}[/]: {m.count} element(s) differ{worst}, first at "
+                      f"{m.first_indices}")

@@ -41,6 +41,8 @@ def tune(
     trials: Annotated[int, typer.Option(help="Trials per instance.")] = 100,
     timeout: Annotated[Optional[float], typer.Option(help="Seconds per instance.")] = None,
     trial_timeout: Annotated[float, typer.Option(help="Seconds one trial may run.")] = 60.0,
+    compile_timeout: Annotated[float, typer.Option(
+        help="Seconds one compile may take; past it the compile process is killed.")] = 60.0,
     objective: Annotated[str, typer.Option(help="time, registers, cubin_size; comma list for "
                                            "a Pareto front.")] = "time",
     workers: Annotated[Optional[int], typer.Option(help="Compile processes (default: cores).")]
@@ -76,6 +78,7 @@ def tune(
     if sampler not in SAMPLERS:
         raise UsageError(f"unknown sampler '{sampler}': use one of {', '.join(SAMPLERS)}")
     _check_counts(trials=trials, timeout=timeout, trial_timeout=trial_timeout,
+                  compile_timeout=compile_timeout,
                   workers=workers, seed=seed, iterations=iterations, warmup=warmup)
     instances = _instances(database, rid, kernel)
     if len(instances) > 1 and (study or out):
@@ -86,7 +89,8 @@ def tune(
         settings = TuneSettings(
             space=space, sampler=sampler, trials=trials, timeout=timeout,
             objectives=objectives, devices=_devices(devices), compile_workers=workers,
-            trial_timeout=trial_timeout, iterations=iterations, warmup=warmup, storage=storage,
+            trial_timeout=trial_timeout, compile_timeout=compile_timeout,
+            iterations=iterations, warmup=warmup, storage=storage,
             study_name=study, resume=resume, seed=seed, out_dir=out,
             verify=policies_file(verify), allow_numerics_change=allow_numerics_change)
         summaries.append(_tune_one(inst, settings, Tuner, interactive))
@@ -96,12 +100,14 @@ def tune(
         raise typer.Exit(1)
 
 
-def _check_counts(*, trials, timeout, trial_timeout, workers, seed, iterations, warmup) -> None:
+def _check_counts(*, trials, timeout, trial_timeout, compile_timeout, workers, seed, iterations,
+                  warmup) -> None:
     from mneme_cc.errors import UsageError
 
     if trials < 1:
         raise UsageError("--trials must be at least 1")
-    for flag, seconds in (("--timeout", timeout), ("--trial-timeout", trial_timeout)):
+    for flag, seconds in (("--timeout", timeout), ("--trial-timeout", trial_timeout),
+                          ("--compile-timeout", compile_timeout)):
         if seconds is not None and not seconds > 0:
             raise UsageError(f"{flag} must be a positive number of seconds, not {seconds}")
     for flag, value, least in (("--workers", workers, 1), ("--seed", seed, 0),

@@ -1,5 +1,5 @@
-"""`ReplayExecutor`: many configurations of one instance, compiled in a CPU
-process pool and run by one worker process per GPU.
+"""`ReplayExecutor`: many configurations of one instance, compiled by a set of
+compile processes and run by one worker process per GPU (tune.workers).
 
     with ReplayExecutor(instance, devices=[0], compile_workers=16) as ex:
         futures = [ex.submit(config) for config in configs]
@@ -7,20 +7,21 @@ process pool and run by one worker process per GPU.
 
 Each GPU worker restores the instance once and replays what it is sent.
 Every trial ends in one outcome (mneme_cc.replay.outcome). A trial that runs
-past `trial_timeout` gets its worker killed; a kernel fault or a dead worker
-is a runtime_error; either way a fresh worker takes over and the executor
-goes on.
+past `trial_timeout` gets its worker killed; a compile past
+`compile_timeout` gets its compile process killed; a kernel fault or a dead
+worker is a runtime_error; each time a fresh process takes over and the
+executor goes on. `cancel()` ends everything in flight at once (a study's
+deadline): queued work and the work of killed processes end `cancelled`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
 import os
 import queue
 import threading
 import time
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,7 @@ from typing import Any
 from mneme_cc.errors import MnemeError
 from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.config import ReplayConfig
-
-_SPAWN = multiprocessing.get_context("spawn")  # CUDA state must not be forked
+from mneme_cc.tune.workers import GpuWorker, Worker
 
 
 @dataclass
@@ -42,7 +42,9 @@ class TrialResult:
     spill_bytes: int | None = None
     cubin_bytes: int | None = None
     occupancy: float | None = None
-    compile_seconds: dict[str, float] = field(default_factory=dict)
+    compile_seconds: dict[str, float] = field(default_factory=dict)   # by compile stage
+    queue_seconds: float = 0.0    # compiled, waiting for a GPU
+    replay_seconds: dict[str, float] = field(default_factory=dict)    # by replay stage
     mismatches: list[dict[str, Any]] = field(default_factory=list)
     error: str = ""               # why, for any outcome but verified
     seconds: float = 0.0          # wall time of the trial
@@ -55,146 +57,13 @@ class TrialResult:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-
-# --- work done in other processes ------------------------------------------
-
-_instances: dict[tuple[str, str], Any] = {}
-
-
-def _instance(db_path: str, name: str):
-    from mneme_cc.record import RecordDB
-
-    if (db_path, name) not in _instances:
-        _instances[db_path, name] = RecordDB(db_path).find(rid=name)
-    return _instances[db_path, name]
-
-
-def _warm(db_path: str, name: str) -> None:
-    """Starts a compile process: imports LLVM and reads the instance once."""
-    from mneme_cc.replay.llvm import llvm_binding
-
-    llvm_binding()
-    _instance(db_path, name)
-
-
-def _compile(db_path: str, name: str, config_json: str, arch: str, cache_dir: str | None):
-    """Compiles into the disk cache; returns (error or "", compile seconds)."""
-    from mneme_cc.replay.compiler import compile_instance
-
-    config = ReplayConfig.from_json(config_json)
-    if config.baseline == "original":
-        return "", {}
-    try:
-        compiled = compile_instance(_instance(db_path, name), config, arch, cache_dir)
-    except (MnemeError, RuntimeError) as exc:  # llvmlite raises RuntimeError
-        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__, {}
-    return "", compiled.seconds
-
-
-def _replay_to_dict(result) -> dict[str, Any]:
-    r = result.resources
-    return {"outcome": result.outcome, "median_ms": result.median_ms,
-            "samples_ms": result.samples_ms, "registers": r.registers if r else None,
-            "spill_bytes": (r.spill_stores + r.spill_loads) if r else None,
-            "cubin_bytes": result.cubin_bytes or None, "occupancy": result.occupancy,
-            "mismatches": [dataclasses.asdict(m) for m in result.mismatches],
-            "error": result.failure or ""}
-
-
-def _gpu_main(conn, db_path: str, name: str, ordinal: int, cache_dir: str | None) -> None:
-    """A GPU worker: restore the instance once, then replay what arrives."""
-    from mneme_cc.replay.device import DeviceError
-    from mneme_cc.replay.replayer import Replayer
-
-    try:
-        replayer = Replayer(_instance(db_path, name), device=ordinal, cache_dir=cache_dir)
-        replayer.open()
-    except MnemeError as exc:
-        conn.send({"fatal": str(exc)})
-        return
-    conn.send({"ready": replayer.device.arch})
-    while True:
-        message = conn.recv()
-        if message is None:
-            break
-        config = ReplayConfig.from_json(message)
-        try:
-            conn.send(_replay_to_dict(replayer.replay(config)))
-        except DeviceError as exc:
-            kind = oc.classify_device_error(exc.code)
-            conn.send({"outcome": kind, "error": str(exc)})
-            if kind == oc.RUNTIME_ERROR:
-                os._exit(3)  # the context is lost: a new worker takes over
-        except (MnemeError, RuntimeError) as exc:
-            conn.send({"outcome": oc.COMPILE_ERROR, "error": str(exc).splitlines()[0]})
-    replayer.close()
-
-
-class _GpuWorker:
-    """One worker process on one GPU, restarted when it dies or hangs."""
-
-    def __init__(self, db_path: str, name: str, ordinal: int, cache_dir: str | None,
-                 start_timeout: float):
-        self.args = (db_path, name, ordinal, cache_dir)
-        self.start_timeout = start_timeout
-        self.restarts = -1
-        self._start()
-
-    def _start(self) -> None:
-        self.conn, child = _SPAWN.Pipe()
-        self.process = _SPAWN.Process(target=_gpu_main, args=(child, *self.args), daemon=True)
-        self.process.start()
-        child.close()
-        self.restarts += 1
-        if not self.conn.poll(self.start_timeout):
-            self._kill()
-            raise MnemeError(f"GPU {self.args[2]}: the replay worker did not start within "
-                             f"{self.start_timeout:.0f} s")
-        try:
-            hello = self.conn.recv()
-        except EOFError:
-            raise MnemeError(f"GPU {self.args[2]}: the replay worker died while starting") \
-                from None
-        if "fatal" in hello:
-            raise MnemeError(hello["fatal"])
-        self.arch = hello["ready"]
-
-    def _kill(self) -> None:
-        self.process.kill()
-        self.process.join()
-        self.conn.close()
-
-    def _restart(self) -> None:
-        self._kill()
-        self._start()
-
-    def run(self, config: ReplayConfig, timeout: float) -> dict[str, Any]:
-        try:
-            self.conn.send(config.to_json())
-            if not self.conn.poll(timeout):
-                self._restart()
-                return {"outcome": oc.TIMEOUT,
-                        "error": f"no result within {timeout:g} s: the worker was killed"}
-            reply = self.conn.recv()
-        except (EOFError, OSError):
-            self.process.join(30)
-            code = self.process.exitcode
-            self._restart()
-            return {"outcome": oc.RUNTIME_ERROR,
-                    "error": f"the replay worker died (exit status {code})"}
-        if reply["outcome"] == oc.RUNTIME_ERROR:
-            self.process.join(30)  # it leaves after a fault: its context is lost
-            self._restart()
-        return reply
-
-    def close(self) -> None:
-        try:
-            self.conn.send(None)
-            self.process.join(10)
-        except (BrokenPipeError, OSError):
-            pass
-        if self.process.is_alive():
-            self._kill()
+    def stage_seconds(self) -> dict[str, float]:
+        """Where the trial's time went: compile.<stage>, queue, gpu.<stage>."""
+        out = {f"compile.{k}": v for k, v in self.compile_seconds.items()}
+        if self.queue_seconds:
+            out["queue"] = self.queue_seconds
+        out.update({f"gpu.{k}": v for k, v in self.replay_seconds.items()})
+        return out
 
 
 class ReplayExecutor:
@@ -202,33 +71,46 @@ class ReplayExecutor:
 
     def __init__(self, instance, devices=(0,), compile_workers: int | None = None,
                  cache_dir: str | Path | None = None, trial_timeout: float = 60.0,
-                 start_timeout: float = 600.0):
-        self.db_path, self.name = str(instance.db.path), instance.name
-        self.cache_dir = str(cache_dir) if cache_dir else None
-        self.trial_timeout = trial_timeout
-        workers = compile_workers or os.cpu_count() or 1
-        self._pool = ProcessPoolExecutor(workers, mp_context=_SPAWN)
-        # Compile processes start while the GPU workers restore the instance,
-        # not during the first trials.
-        warming = [self._pool.submit(_warm, self.db_path, self.name) for _ in range(workers)]
-        self.workers: list[_GpuWorker] = []
+                 compile_timeout: float = 60.0, start_timeout: float = 600.0):
+        args = (str(instance.db.path), instance.name, str(cache_dir) if cache_dir else None)
+        self.trial_timeout, self.compile_timeout = trial_timeout, compile_timeout
+        self._cancelled = threading.Event()
+        self.compilers: list[Worker] = []
+        self.workers: list[GpuWorker] = []
+        errors: list[BaseException] = []
+
+        def start_compiler() -> None:
+            try:
+                self.compilers.append(Worker(*args, start_timeout=start_timeout))
+            except BaseException as exc:  # noqa: BLE001 - raised below, in this thread
+                errors.append(exc)
+
         try:
-            for d in devices:
-                self.workers.append(_GpuWorker(self.db_path, self.name, d, self.cache_dir,
-                                               start_timeout))
-            for future in warming:
-                future.result()
+            # Compile processes start (import LLVM, read the instance) while the
+            # GPU workers restore the instance, not during the first trials.
+            starting = [threading.Thread(target=start_compiler)
+                        for _ in range(compile_workers or os.cpu_count() or 1)]
+            for thread in starting:
+                thread.start()
+            self.workers = [GpuWorker(*args, d, start_timeout=start_timeout) for d in devices]
+            for thread in starting:
+                thread.join()
+            if errors:
+                raise errors[0]
         except BaseException:
-            for w in self.workers:
-                w.close()
-            self._pool.shutdown(cancel_futures=True)
+            for thread in starting:
+                thread.join()
+            self._close_workers()
             raise
         self.arch = self.workers[0].arch
-        self._queue: queue.Queue = queue.Queue()
-        self._threads = [threading.Thread(target=self._serve, args=(w,), daemon=True)
-                         for w in self.workers]
-        for t in self._threads:
-            t.start()
+        self._compile_queue: queue.Queue = queue.Queue()
+        self._gpu_queue: queue.Queue = queue.Queue()
+        self._threads = [threading.Thread(target=self._compile, args=(w,), daemon=True)
+                         for w in self.compilers]
+        self._threads += [threading.Thread(target=self._serve, args=(w,), daemon=True)
+                          for w in self.workers]
+        for thread in self._threads:
+            thread.start()
 
     @property
     def restarts(self) -> int:
@@ -236,55 +118,107 @@ class ReplayExecutor:
         return sum(w.restarts for w in self.workers)
 
     def submit(self, config: ReplayConfig) -> Future:
-        """A Future of the TrialResult; compilation starts now."""
+        """A Future of the TrialResult; compilation starts as soon as a compile
+        process is free."""
         future: Future = Future()
-        started = time.perf_counter()
-        compiling = self._pool.submit(_compile, self.db_path, self.name, config.to_json(),
-                                      self.arch, self.cache_dir)
-
-        def compiled(done: Future) -> None:
-            try:
-                error, seconds = done.result()
-            except Exception as exc:  # noqa: BLE001 - a compile process died
-                error, seconds = f"the compiler process failed: {exc}", {}
-            if error:
-                future.set_result(TrialResult(oc.COMPILE_ERROR, config, error=error,
-                                              seconds=time.perf_counter() - started))
-            else:
-                self._queue.put((config, seconds, started, future))
-
-        compiling.add_done_callback(compiled)
+        now = time.perf_counter()
+        if self._cancelled.is_set():
+            future.set_result(self._cancelled_result(config, now))
+        elif config.baseline == "original":  # the application's image: nothing to compile
+            self._gpu_queue.put((config, {}, now, now, future))
+        else:
+            self._compile_queue.put((config, now, future))
         return future
 
     def evaluate(self, config: ReplayConfig) -> TrialResult:
         return self.submit(config).result()
 
-    def _serve(self, worker: _GpuWorker) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            config, seconds, started, future = item
+    @staticmethod
+    def _cancelled_result(config: ReplayConfig, started: float, **stages) -> TrialResult:
+        return TrialResult(oc.CANCELLED, config, error="cancelled: the study's deadline came "
+                           "first", seconds=time.perf_counter() - started, **stages)
+
+    def _compile(self, worker: Worker) -> None:
+        while (item := self._compile_queue.get()) is not None:
+            config, started, future = item
+            if self._cancelled.is_set():
+                future.set_result(self._cancelled_result(config, started))
+                continue
+            kind, reply = worker.ask((config.to_json(), self.arch), self.compile_timeout)
+            if self._cancelled.is_set():
+                future.set_result(self._cancelled_result(config, started))
+            elif kind == "timeout":
+                future.set_result(TrialResult(
+                    oc.COMPILE_TIMEOUT, config, seconds=time.perf_counter() - started,
+                    error=f"compiling took more than {self.compile_timeout:g} s: the compile "
+                          "process was killed"))
+            elif kind == "died" or reply[0]:
+                error = reply[0] if kind == "reply" else \
+                    f"the compile process died (exit status {reply})"
+                future.set_result(TrialResult(oc.COMPILE_ERROR, config, error=error,
+                                              seconds=time.perf_counter() - started))
+            else:
+                self._gpu_queue.put((config, reply[1], started, time.perf_counter(), future))
+
+    def _serve(self, worker: GpuWorker) -> None:
+        while (item := self._gpu_queue.get()) is not None:
+            config, seconds, started, compiled_at, future = item
+            stages = {"compile_seconds": seconds,
+                      "queue_seconds": time.perf_counter() - compiled_at}
+            if self._cancelled.is_set():
+                future.set_result(self._cancelled_result(config, started, **stages))
+                continue
             try:
-                reply = worker.run(config, self.trial_timeout)
+                kind, reply = worker.ask(config.to_json(), self.trial_timeout)
             except MnemeError as exc:  # the worker could not be restarted
-                reply = {"outcome": oc.RUNTIME_ERROR, "error": str(exc)}
+                kind, reply = "reply", {"outcome": oc.RUNTIME_ERROR, "error": str(exc)}
+            if self._cancelled.is_set():
+                future.set_result(self._cancelled_result(config, started, **stages))
+                continue
+            if kind == "timeout":
+                reply = {"outcome": oc.TIMEOUT, "error": f"no result within "
+                         f"{self.trial_timeout:g} s: the worker was killed"}
+            elif kind == "died":
+                reply = {"outcome": oc.RUNTIME_ERROR,
+                         "error": f"the replay worker died (exit status {reply})"}
+            elif reply["outcome"] == oc.RUNTIME_ERROR:
+                worker.process.join(30)  # it leaves after a fault: its context is lost
+                worker.restart()
             reply.setdefault("error", "")
-            result = TrialResult(config=config, compile_seconds=seconds,
-                                 seconds=time.perf_counter() - started, **reply)
+            result = TrialResult(config=config, seconds=time.perf_counter() - started,
+                                 **stages, **reply)
             if result.outcome == oc.FAILED_VERIFICATION and result.mismatches:
                 first = result.mismatches[0]
                 result.error = f"{first['buffer']}: {first['count']} element(s) differ"
             future.set_result(result)
 
+    def cancel(self) -> None:
+        """Ends all work at once: queued configurations and those being compiled
+        or replayed end `cancelled` (their processes are killed). The executor
+        takes no more work after this."""
+        self._cancelled.set()
+        for worker in (*self.compilers, *self.workers):
+            worker.cancel()
+
+    def _close_workers(self) -> None:
+        for worker in (*self.workers, *self.compilers):
+            worker.close()
+
     def close(self) -> None:
-        for _ in self._threads:
-            self._queue.put(None)
-        for t in self._threads:
-            t.join()
-        for w in self.workers:
-            w.close()
-        self._pool.shutdown(cancel_futures=True)
+        for _ in self.compilers:
+            self._compile_queue.put(None)
+        for _ in self.workers:
+            self._gpu_queue.put(None)
+        for thread in self._threads:
+            thread.join()
+        # Work left queued (a compile finished after the GPU threads ended).
+        for q in (self._compile_queue, self._gpu_queue):
+            while not q.empty():
+                item = q.get()
+                if item is not None:
+                    config, started, future = item[0], item[-3 if len(item) == 5 else 1], item[-1]
+                    future.set_result(self._cancelled_result(config, started))
+        self._close_workers()
 
     def __enter__(self) -> ReplayExecutor:
         return self

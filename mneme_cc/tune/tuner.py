@@ -8,6 +8,7 @@ asks the study for trials and tells it results.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -24,7 +25,10 @@ from mneme_cc.errors import UsageError
 from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.tune import need_optuna
+from mneme_cc.tune import verdict as verdicts
 from mneme_cc.tune.executor import ReplayExecutor, TrialResult
+from mneme_cc.tune.feasibility import Need, infeasible
+from mneme_cc.tune.ownership import reclaim_stale, this_process
 from mneme_cc.tune.properties import DeviceProperties
 from mneme_cc.tune.samplers import OBJECTIVES, make_sampler
 from mneme_cc.tune.space import SearchSpace, load_space
@@ -32,50 +36,12 @@ from mneme_cc.tune.storage import describe, open_storage
 from mneme_cc.tune.study_dir import StudyDir
 
 REPORT_INTERVAL_S = 1.0
+#: How long cancelled work may take to report before its trials are closed anyway.
+CANCEL_GRACE_S = 3.0
 
 
 def _params_key(params: dict[str, Any]) -> str:
     return json.dumps(params, sort_keys=True, default=str)
-
-
-def _start_time(pid: int) -> str | None:
-    """A process's start time (field 22 of /proc/PID/stat): with the pid it
-    names the process even after the pid is reused."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rindex(")") + 2:].split()[19]
-
-
-def _this_process() -> dict[str, Any]:
-    """Who asked for a trial: the host, its boot and pid namespace (containers
-    share host names, not pids), the process and its start time."""
-    import socket
-
-    def read(path: str) -> str | None:
-        try:
-            return Path(path).read_text().strip() if "boot_id" in path else os.readlink(path)
-        except OSError:
-            return None
-
-    return {"host": socket.gethostname(), "boot": read("/proc/sys/kernel/random/boot_id"),
-            "pids": read("/proc/self/ns/pid"), "pid": os.getpid(),
-            "start": _start_time(os.getpid())}
-
-
-def _running(owner: dict[str, Any]) -> bool:
-    """Whether the process that owns a trial still runs (on this host)."""
-    pid = owner.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's: alive
-    return owner.get("start") is None or _start_time(pid) == owner.get("start")
 
 
 @dataclass
@@ -88,6 +54,7 @@ class TuneSettings:
     devices: list[int] = field(default_factory=lambda: [0])
     compile_workers: int | None = None
     trial_timeout: float = 60.0
+    compile_timeout: float = 60.0          # seconds one compile may take
     iterations: int = 20
     warmup: int = 3
     storage: str | None = None             # default: a journal file in the output directory
@@ -140,7 +107,7 @@ class Tuner:
             sampler=make_sampler(settings.sampler, len(directions), settings.seed))
         self.study_id = storage.get_study_id_from_name(self.name)
         self.counts: Counter[str] = Counter()
-        self.owner = _this_process()
+        self.owner = this_process()
         self.stale = 0
         self.results: dict[str, TrialResult] = {}   # grounded config key -> result
         # Trials whose config equals one still running: told when it finishes.
@@ -150,6 +117,10 @@ class Tuner:
         self.started = time.perf_counter()
         self.restarts = 0
         self._reported = 0.0  # when summary.json and best.json were last written
+        self.deadline: float | None = None
+        self.need = Need()
+        self.reference: TrialResult | None = None  # the `ir` baseline, when run
+        self.time_spent: Counter[str] = Counter()  # study seconds by where they went
 
     # -- bookkeeping --------------------------------------------------------
 
@@ -173,40 +144,31 @@ class Tuner:
         if result.verified and (self.best is None or self.values(result) < self.values(self.best)):
             self.best = result
         self.counts[result.outcome] += 1
+        if not duplicate:
+            for stage, seconds in result.stage_seconds().items():
+                self.time_spent[stage] += seconds
         line = {"trial": trial.number, "params": params, "outcome": result.outcome,
                 "duplicate": duplicate, "median_ms": result.median_ms,
                 "values": self.values(result) if result.verified else None,
                 "registers": result.registers, "cubin_bytes": result.cubin_bytes,
                 "error": result.error, "seconds": result.seconds,
+                "stage_seconds": result.stage_seconds(),
                 "config": result.config.to_dict()}
         self.study_dir.append_trial(line)
         if self.on_trial:
             self.on_trial(self, result)
 
     def measured_speedup(self) -> float | None:
-        """The application's kernel time over the best's, as measured (may be < 1)."""
-        if self.best and self.baseline and self.baseline.verified:
-            return self.baseline.median_ms / self.best.median_ms
-        return None
+        return verdicts.measured_speedup(self.baseline, self.best)
 
     def beats_application(self) -> bool:
-        """The best is faster than the application's own kernel (or that kernel could
-        not be timed verified, so nothing is known to be faster)."""
-        measured = self.measured_speedup()
-        return self.best is not None and (measured is None or measured > 1.0)
+        return verdicts.beats_application(self.baseline, self.best)
 
     def speedup(self) -> float | None:
-        """What deploying the study's result gains: the application's kernel is a
-        candidate too, so never below 1."""
-        measured = self.measured_speedup()
-        return None if measured is None else max(measured, 1.0)
+        return verdicts.speedup(self.baseline, self.best)
 
     def verdict(self) -> str:
-        if self.best is None:
-            return "no configuration verified"
-        if not self.beats_application():
-            return "no configuration beat the application"
-        return "faster than the application"
+        return verdicts.verdict(self.baseline, self.best)
 
     def summary(self) -> dict[str, Any]:
         elapsed = time.perf_counter() - self.started
@@ -223,6 +185,7 @@ class Tuner:
             "best_median_ms": self.best.median_ms if self.best else None,
             "speedup": self.speedup(), "measured_speedup": self.measured_speedup(),
             "verdict": self.verdict(), "worker_restarts": self.restarts,
+            "time_spent": dict(sorted(self.time_spent.items())),
             "storage": self.storage_name,
             "device": self.props.to_dict(), "output": str(self.out),
         }
@@ -269,104 +232,144 @@ class Tuner:
                                                                         trial.number)
         return "fixed_params" in self.storage.get_trial_system_attrs(trial_id)
 
-    def _reclaim_stale(self) -> int:
-        """Trials left RUNNING by a process that has ended (killed, crashed) on
-        this machine (same boot, same pid namespace) become FAIL, marked
-        `stale`, and an exhaustive study's combination is queued again; of two
-        processes starting together, the one whose FAIL lands does that.
-        Returns how many trials of the study are stale (they do not count
-        toward --trials)."""
-        from optuna.exceptions import UpdateFinishedTrialError
-
-        state = self.state
-        here = {k: self.owner[k] for k in ("host", "boot", "pids")}
-        for t in self.study.get_trials(deepcopy=False, states=(state.RUNNING,)):
-            owner = t.user_attrs.get("owner") or {}
-            if {k: owner.get(k) for k in here} != here or _running(owner):
-                continue
-            try:  # the mark first: a finished trial takes no attribute
-                self.storage.set_trial_user_attr(t._trial_id, "stale",
-                                                 "its process ended before it finished")
-                self.storage.set_trial_state_values(t._trial_id, state=state.FAIL)
-            except (UpdateFinishedTrialError, RuntimeError):
-                continue  # another process reclaimed it first
-            if "fixed_params" in t.system_attrs:
-                self.study.enqueue_trial(t.system_attrs["fixed_params"])
-        return sum("stale" in t.user_attrs for t in self.study.get_trials(deepcopy=False))
-
     def run(self) -> dict[str, Any]:
-        """Until the study holds `trials` trials (from every process on it)."""
+        """Until the study holds `trials` trials (from every process on it), or
+        until --timeout: then what is in flight is cancelled and closed."""
         s = self.settings
-        trials = s.trials
-        self.stale = self._reclaim_stale()
-        if s.sampler == "exhaustive":
-            # The first `trials` combinations, queued once: a process that
-            # joins (or resumes) queues only those not in the study yet.
-            combos = list(itertools.islice(self.space.combinations(), trials))
-            seen = {_params_key(t.system_attrs.get("fixed_params", t.params))
-                    for t in self.study.get_trials(deepcopy=False)}
-            for params in combos:
-                if _params_key(params) not in seen:
-                    self.study.enqueue_trial(params)
-            trials = len(combos)
-        deadline = time.perf_counter() + s.timeout if s.timeout else None
+        begun = time.perf_counter()
+        self.deadline = begun + s.timeout if s.timeout else None
+        self.stale = reclaim_stale(self.study, self.storage, self.owner)
+        trials = self._queue_combinations() if s.sampler == "exhaustive" else s.trials
         with self.executor(self.instance, devices=s.devices, compile_workers=s.compile_workers,
-                            cache_dir=s.cache_dir, trial_timeout=s.trial_timeout) as ex:
-            self.baseline = ex.evaluate(self.space.baseline())
+                            cache_dir=s.cache_dir, trial_timeout=s.trial_timeout,
+                            compile_timeout=s.compile_timeout) as ex:
+            self.time_spent["startup"] = time.perf_counter() - begun
+            self.baseline = self._within_deadline(ex, self.space.baseline())
+            self.need = self._need(ex)
+            self.time_spent["baselines"] = time.perf_counter() - begun \
+                - self.time_spent["startup"]
             self.started = time.perf_counter()
             in_flight: dict[Any, tuple[Any, dict[str, Any]]] = {}
-            # Enough in flight to keep compilers and GPUs busy.
-            depth = 2 * (len(ex.workers) + (s.compile_workers or os.cpu_count() or 1))
-            while True:
-                out_of_time = deadline is not None and time.perf_counter() > deadline
-                while len(in_flight) < depth and not out_of_time and self._may_ask(trials):
-                    trial = self.study.ask()
-                    trial.set_user_attr("owner", self.owner)  # a later start reclaims it
-                    params = self.space.sample(trial)
-                    reason = self.space.constraints(params)
-                    if s.sampler == "exhaustive" and not self._queued(trial):
-                        # Another process took the last queued combination
-                        # between our look at the queue and our ask.
-                        reason = "exhaustive: the queue was empty"
-                    if reason:
-                        trial.set_user_attr("constraint", reason)
-                        self.study.tell(trial, state=self.state.PRUNED)
-                        continue
-                    config = self.space.derive(params)
-                    config, reason = self._keep_numerics(config)
-                    if reason:
-                        trial.set_user_attr("constraint", reason)
-                        self.study.tell(trial, state=self.state.PRUNED)
-                        self.counts[oc.NUMERICS_CHANGING] += 1
-                        continue
-                    key = config.key()
-                    if key in self.results:  # an equivalent config already ran
-                        self._tell(trial, params, self.results[key], duplicate=True)
-                    elif key in self.waiting:  # ... or is running
-                        self.waiting[key].append((trial, params))
-                    else:
-                        self.waiting[key] = []
-                        in_flight[ex.submit(config)] = (trial, params)
-                if not in_flight:
-                    break
-                done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
-                for future in done:
-                    trial, params = in_flight.pop(future)
-                    result = future.result()
-                    key = result.config.key()
-                    self.results[key] = result
-                    self._tell(trial, params, result, duplicate=False)
-                    for other, other_params in self.waiting.pop(key, []):
-                        self._tell(other, other_params, result, duplicate=True)
+            try:
+                self._loop(ex, in_flight, trials)
+            finally:
+                self._close_unfinished(ex, in_flight)
                 self.restarts = ex.restarts
-                # At most once a second: a study can finish hundreds of trials
-                # a second, and trials.jsonl already has each one.
-                if time.perf_counter() - self._reported > REPORT_INTERVAL_S:
-                    self._write_reports()
-            self.restarts = ex.restarts
+        self.time_spent["wall"] = time.perf_counter() - begun
         self._adopt_study_best()
         self._write_reports()
         return self.summary()
+
+    def _remaining(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.perf_counter()
+
+    def _within_deadline(self, ex, config: ReplayConfig) -> TrialResult:
+        """One evaluation outside the study (a baseline), cancelled at the deadline."""
+        future = ex.submit(config)
+        done, _ = wait([future], timeout=self._remaining())
+        if not done:
+            ex.cancel()
+        return future.result()
+
+    def _need(self, ex) -> Need:
+        """What the kernel needs at its recorded settings: from the `ir` baseline's
+        compile, when the kernel has IR and the deadline leaves time."""
+        smem = self.instance.shared_mem_bytes
+        kernel = self.instance.db.kernel(self.instance.static_hash)
+        if not kernel.has_ir or (self._remaining() or 1.0) <= 0:
+            return Need(shared_bytes=smem)
+        reference = self._within_deadline(ex, dataclasses.replace(
+            self.space.baseline(), baseline="ir"))
+        self.reference = reference
+        return Need(registers=reference.registers, shared_bytes=smem)
+
+    def _queue_combinations(self) -> int:
+        """Exhaustive: the first `trials` combinations, queued once (a process that
+        joins or resumes queues only those not in the study yet)."""
+        combos = list(itertools.islice(self.space.combinations(), self.settings.trials))
+        seen = {_params_key(t.system_attrs.get("fixed_params", t.params))
+                for t in self.study.get_trials(deepcopy=False)}
+        for params in combos:
+            if _params_key(params) not in seen:
+                self.study.enqueue_trial(params)
+        return len(combos)
+
+    def _loop(self, ex, in_flight: dict, trials: int) -> None:
+        # Enough in flight to keep compilers and GPUs busy.
+        depth = 2 * (len(ex.workers) + (self.settings.compile_workers or os.cpu_count() or 1))
+        while True:
+            remaining = self._remaining()
+            if remaining is not None and remaining <= 0:
+                return
+            while len(in_flight) < depth and self._may_ask(trials):
+                self._ask_one(ex, in_flight)
+            if not in_flight:
+                return
+            done, _ = wait(list(in_flight), timeout=remaining, return_when=FIRST_COMPLETED)
+            for future in done:
+                self._finish(future, *in_flight.pop(future))
+            self.restarts = ex.restarts
+            # At most once a second: a study can finish hundreds of trials
+            # a second, and trials.jsonl already has each one.
+            if time.perf_counter() - self._reported > REPORT_INTERVAL_S:
+                self._write_reports()
+
+    def _ask_one(self, ex, in_flight: dict) -> None:
+        trial = self.study.ask()
+        trial.set_user_attr("owner", self.owner)  # a later start reclaims it
+        params = self.space.sample(trial)
+        reason = self.space.constraints(params)
+        if self.settings.sampler == "exhaustive" and not self._queued(trial):
+            # Another process took the last queued combination between our
+            # look at the queue and our ask.
+            reason = "exhaustive: the queue was empty"
+        if reason:
+            trial.set_user_attr("constraint", reason)
+            self.study.tell(trial, state=self.state.PRUNED)
+            return
+        config, reason = self._keep_numerics(self.space.derive(params))
+        pruned_as = oc.NUMERICS_CHANGING
+        if not reason:
+            reason, pruned_as = infeasible(config, self.instance.block, self.props,
+                                           self.need), oc.INFEASIBLE
+        if reason:
+            trial.set_user_attr("constraint", reason)
+            self.study.tell(trial, state=self.state.PRUNED)
+            self.counts[pruned_as] += 1
+            return
+        key = config.key()
+        if key in self.results:  # an equivalent config already ran
+            self._tell(trial, params, self.results[key], duplicate=True)
+        elif key in self.waiting:  # ... or is running
+            self.waiting[key].append((trial, params))
+        else:
+            self.waiting[key] = []
+            in_flight[ex.submit(config)] = (trial, params)
+
+    def _finish(self, future, trial, params: dict[str, Any]) -> None:
+        result = future.result()
+        key = result.config.key()
+        if result.outcome != oc.CANCELLED:  # a cancelled config may run another time
+            self.results[key] = result
+        self._tell(trial, params, result, duplicate=False)
+        for other, other_params in self.waiting.pop(key, []):
+            self._tell(other, other_params, result, duplicate=True)
+
+    def _close_unfinished(self, ex, in_flight: dict) -> None:
+        """At the deadline (or on an error): stop the executor's work and close
+        every trial still open, so none is left RUNNING."""
+        if not in_flight:
+            return
+        ex.cancel()
+        done, _ = wait(list(in_flight), timeout=CANCEL_GRACE_S)
+        for future in list(in_flight):
+            trial, params = in_flight.pop(future)
+            if future in done:
+                self._finish(future, trial, params)
+            else:
+                config = self.space.derive(params)
+                self._tell(trial, params, TrialResult(
+                    oc.CANCELLED, config, error="the study's deadline came first"), False)
 
     def _keep_numerics(self, config: ReplayConfig) -> tuple[ReplayConfig, str | None]:
         """A bitwise study runs only configurations with the build's numerics

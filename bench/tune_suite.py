@@ -1,0 +1,95 @@
+"""The tuning suite (examples/SUITE.md): what `mneme tune` wins on each
+realistic kernel within a fixed budget.
+
+For every suite application: record its main kernel (one instance), tune it
+with `--timeout BUDGET` on one GPU, and report the speedup of the best
+verified configuration over the application's own kernel, the verdict,
+verified observations per second, outcome counts, the share of ptxas and
+launch refusals, how far the study ran past its budget, and where the time
+went. Run on the GPU machine from the repository root, after
+scripts/build-gpu-carry:
+
+    python bench/tune_suite.py .carry/examples --budget 60 --space standard
+    python bench/tune_suite.py .carry/examples --only nbody,cg --space auto
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+#: name, arguments, the main kernel (a regex the recorder matches).
+SUITE = [
+    ("nbody", [], "body_forces"),
+    ("microphysics", [], "microphysics"),
+    ("xs_lookup", [], "xs_lookup"),
+    ("floyd_warshall", [], "fw_remaining"),
+    ("particle_filter", [], "predict_weigh"),
+    ("histogram", [], "block_histograms"),
+    ("cg", [], "spmv"),
+    ("stencil3d", ["512"], "stencil3d"),
+]
+REFUSALS = ("compile_error", "invalid_launch")
+
+
+def study(examples: Path, scratch: Path, name: str, args: list[str], kernel: str,
+          budget: float, space: str) -> dict:
+    db = scratch / f"db-{name}"
+    subprocess.run(["mneme", "record", "-rdb", str(db), "--kernels", kernel,
+                    "--max-instances", "1", "--", str(examples / name), *args],
+                   check=True, capture_output=True)
+    started = time.perf_counter()
+    out = subprocess.run(["mneme", "tune", "-rdb", str(db), "--space", space, "--trials",
+                          "100000", "--timeout", str(budget), "--json"],
+                         capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if not out.stdout.strip():
+        return {"app": name, "error": out.stderr.strip().splitlines()[-1:]}
+    s = json.loads(out.stdout)
+    ran = sum(v for k, v in s["outcomes"].items() if k not in ("numerics_changing",
+                                                               "infeasible"))
+    return {"app": name, "kernel": s["kernel"], "speedup": s["speedup"],
+            "measured_speedup": s["measured_speedup"], "verdict": s["verdict"],
+            "verified_per_s": s["verified_per_second"], "trials": s["trials"],
+            "outcomes": s["outcomes"],
+            "refusals": sum(s["outcomes"].get(k, 0) for k in REFUSALS) / ran if ran else 0.0,
+            "over_budget_s": s["time_spent"]["wall"] - budget, "cli_wall_s": wall,
+            "baseline_ms": (s["baseline"] or {}).get("median_ms"),
+            "best_ms": s["best_median_ms"], "time_spent": s["time_spent"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("examples", type=Path)
+    parser.add_argument("--budget", type=float, default=60.0)
+    parser.add_argument("--space", default="standard")
+    parser.add_argument("--only", help="comma list of suite applications")
+    parser.add_argument("--json", type=Path, help="also write the rows here")
+    a = parser.parse_args()
+    wanted = set(a.only.split(",")) if a.only else None
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="mneme-suite-") as scratch:
+        for name, args, kernel in SUITE:
+            if wanted is None or name in wanted:
+                rows.append(study(a.examples, Path(scratch), name, args, kernel, a.budget,
+                                  a.space))
+                print(json.dumps(rows[-1]), flush=True)
+    good = [r for r in rows if r.get("speedup")]
+    if good:
+        geomean = math.exp(sum(math.log(r["speedup"]) for r in good) / len(good))
+        rates = sorted(r["verified_per_s"] for r in good)
+        print(f"space {a.space}, budget {a.budget:g} s: geomean speedup {geomean:.3f} over "
+              f"{len(good)} kernels; median verified/s {rates[len(rates) // 2]:.1f}; "
+              f"most over budget {max(r['over_budget_s'] for r in good):.1f} s; "
+              f"refusals {sum(r['refusals'] for r in good) / len(good):.1%}")
+    if a.json:
+        a.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

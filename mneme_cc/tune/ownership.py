@@ -1,0 +1,79 @@
+"""Who owns a running trial, and what becomes of trials whose owner died.
+
+Several processes may share one study. Each trial is marked with its
+owner (host, boot, pid namespace, pid and the pid's start time); a trial
+left RUNNING by a process that has ended on this machine is reclaimed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+
+def _start_time(pid: int) -> str | None:
+    """A process's start time (field 22 of /proc/PID/stat): with the pid it
+    names the process even after the pid is reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2:].split()[19]
+
+
+def this_process() -> dict[str, Any]:
+    """Who asked for a trial: the host, its boot and pid namespace (containers
+    share host names, not pids), the process and its start time."""
+    import socket
+
+    def read(path: str) -> str | None:
+        try:
+            return Path(path).read_text().strip() if "boot_id" in path else os.readlink(path)
+        except OSError:
+            return None
+
+    return {"host": socket.gethostname(), "boot": read("/proc/sys/kernel/random/boot_id"),
+            "pids": read("/proc/self/ns/pid"), "pid": os.getpid(),
+            "start": _start_time(os.getpid())}
+
+
+def running(owner: dict[str, Any]) -> bool:
+    """Whether the process that owns a trial still runs (on this host)."""
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's: alive
+    return owner.get("start") is None or _start_time(pid) == owner.get("start")
+
+
+def reclaim_stale(study, storage, owner: dict[str, Any]) -> int:
+    """Trials left RUNNING by a process that has ended (killed, crashed) on
+    this machine (same boot, same pid namespace) become FAIL, marked
+    `stale`, and an exhaustive study's combination is queued again; of two
+    processes starting together, the one whose FAIL lands does that.
+    Returns how many trials of the study are stale (they do not count
+    toward --trials)."""
+    import optuna
+    from optuna.exceptions import UpdateFinishedTrialError
+
+    state = optuna.trial.TrialState
+    here = {k: owner[k] for k in ("host", "boot", "pids")}
+    for t in study.get_trials(deepcopy=False, states=(state.RUNNING,)):
+        owner = t.user_attrs.get("owner") or {}
+        if {k: owner.get(k) for k in here} != here or running(owner):
+            continue
+        try:  # the mark first: a finished trial takes no attribute
+            storage.set_trial_user_attr(t._trial_id, "stale",
+                                             "its process ended before it finished")
+            storage.set_trial_state_values(t._trial_id, state=state.FAIL)
+        except (UpdateFinishedTrialError, RuntimeError):
+            continue  # another process reclaimed it first
+        if "fixed_params" in t.system_attrs:
+            study.enqueue_trial(t.system_attrs["fixed_params"])
+    return sum("stale" in t.user_attrs for t in study.get_trials(deepcopy=False))

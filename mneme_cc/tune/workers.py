@@ -1,0 +1,190 @@
+"""The executor's worker processes: compile processes (LLVM and ptxas, one
+configuration at a time) and one replay process per GPU. Each is a spawned
+process behind a pipe, so that a hang, a crash or the study's deadline is
+answered by killing it and, while the executor runs on, starting a fresh one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+from typing import Any
+
+from mneme_cc.errors import MnemeError
+from mneme_cc.replay import outcome as oc
+from mneme_cc.replay.config import ReplayConfig
+
+_SPAWN = multiprocessing.get_context("spawn")  # CUDA state must not be forked
+
+_instances: dict[tuple[str, str], Any] = {}
+
+
+def _instance(db_path: str, name: str):
+    from mneme_cc.record import RecordDB
+
+    if (db_path, name) not in _instances:
+        _instances[db_path, name] = RecordDB(db_path).find(rid=name)
+    return _instances[db_path, name]
+
+
+def _compile_main(conn, db_path: str, name: str, cache_dir: str | None) -> None:
+    """A compile process: imports LLVM and reads the instance once, then
+    compiles into the disk cache what arrives; answers (error or "", seconds)."""
+    from mneme_cc.replay.compiler import compile_instance
+    from mneme_cc.replay.llvm import llvm_binding
+
+    try:
+        llvm_binding()
+        inst = _instance(db_path, name)
+    except MnemeError as exc:
+        conn.send({"fatal": str(exc)})
+        return
+    conn.send({"ready": True})
+    while True:
+        message = conn.recv()
+        if message is None:
+            return
+        config_json, arch = message
+        config = ReplayConfig.from_json(config_json)
+        if config.baseline == "original":
+            conn.send(("", {}))
+            continue
+        try:
+            compiled = compile_instance(inst, config, arch, cache_dir)
+        except (MnemeError, RuntimeError) as exc:  # llvmlite raises RuntimeError
+            conn.send((str(exc).splitlines()[0] if str(exc) else type(exc).__name__, {}))
+            continue
+        conn.send(("", compiled.seconds))
+
+
+def _replay_to_dict(result) -> dict[str, Any]:
+    r = result.resources
+    return {"outcome": result.outcome, "median_ms": result.median_ms,
+            "samples_ms": result.samples_ms, "registers": r.registers if r else None,
+            "spill_bytes": (r.spill_stores + r.spill_loads) if r else None,
+            "cubin_bytes": result.cubin_bytes or None, "occupancy": result.occupancy,
+            "mismatches": [dataclasses.asdict(m) for m in result.mismatches],
+            "replay_seconds": dict(result.replay_seconds), "error": result.failure or ""}
+
+
+def _gpu_main(conn, db_path: str, name: str, cache_dir: str | None, ordinal: int) -> None:
+    """A GPU worker: restore the instance once, then replay what arrives."""
+    from mneme_cc.replay.device import DeviceError
+    from mneme_cc.replay.replayer import Replayer
+
+    try:
+        replayer = Replayer(_instance(db_path, name), device=ordinal, cache_dir=cache_dir)
+        replayer.open()
+    except MnemeError as exc:
+        conn.send({"fatal": str(exc)})
+        return
+    conn.send({"ready": replayer.device.arch})
+    while True:
+        message = conn.recv()
+        if message is None:
+            break
+        config = ReplayConfig.from_json(message)
+        try:
+            conn.send(_replay_to_dict(replayer.replay(config)))
+        except DeviceError as exc:
+            kind = oc.classify_device_error(exc.code)
+            conn.send({"outcome": kind, "error": str(exc)})
+            if kind == oc.RUNTIME_ERROR:
+                os._exit(3)  # the context is lost: a new worker takes over
+        except (MnemeError, RuntimeError) as exc:
+            conn.send({"outcome": oc.COMPILE_ERROR, "error": str(exc).splitlines()[0]})
+    replayer.close()
+
+
+class Worker:
+    """One worker process, restarted when it dies or hangs; `cancel()` kills
+    it for good (the executor's deadline)."""
+
+    target = staticmethod(_compile_main)
+    what = "compile process"
+
+    def __init__(self, db_path: str, name: str, cache_dir: str | None, *extra,
+                 start_timeout: float = 600.0):
+        self.args = (db_path, name, cache_dir, *extra)
+        self.start_timeout = start_timeout
+        self.restarts = -1
+        self.cancelled = False
+        self.hello: Any = None
+        self._start()
+
+    def _start(self) -> None:
+        self.conn, child = _SPAWN.Pipe()
+        self.process = _SPAWN.Process(target=self.target, args=(child, *self.args), daemon=True)
+        self.process.start()
+        child.close()
+        self.restarts += 1
+        if not self.conn.poll(self.start_timeout):
+            self._kill()
+            raise MnemeError(f"{self.label}: did not start within {self.start_timeout:.0f} s")
+        try:
+            hello = self.conn.recv()
+        except EOFError:
+            raise MnemeError(f"{self.label}: died while starting") from None
+        if "fatal" in hello:
+            raise MnemeError(hello["fatal"])
+        self.hello = hello["ready"]
+
+    @property
+    def label(self) -> str:
+        return f"the {self.what}"
+
+    def _kill(self) -> None:
+        self.process.kill()
+        self.process.join()
+        self.conn.close()
+
+    def restart(self) -> None:
+        self._kill()
+        if not self.cancelled:
+            self._start()
+
+    def ask(self, message: Any, timeout: float) -> tuple[str, Any]:
+        """("reply", answer), ("timeout", None) or ("died", exit status); a worker
+        that timed out or died is restarted (unless cancelled)."""
+        try:
+            self.conn.send(message)
+            if not self.conn.poll(timeout):
+                self.restart()
+                return "timeout", None
+            return "reply", self.conn.recv()
+        except (EOFError, OSError):
+            self.process.join(30)
+            code = self.process.exitcode
+            self.restart()
+            return "died", code
+
+    def cancel(self) -> None:
+        """Kills the process: an ask() in progress returns at once."""
+        self.cancelled = True
+        self.process.kill()
+
+    def close(self) -> None:
+        try:
+            if not self.cancelled:
+                self.conn.send(None)
+                self.process.join(10)
+        except (BrokenPipeError, OSError):
+            pass
+        if self.process.is_alive() or not self.conn.closed:
+            self._kill()
+
+
+class GpuWorker(Worker):
+    """The replay worker of one GPU."""
+
+    target = staticmethod(_gpu_main)
+    what = "replay worker"
+
+    @property
+    def label(self) -> str:
+        return f"GPU {self.args[3]}: the {self.what}"
+
+    @property
+    def arch(self) -> str:
+        return self.hello
