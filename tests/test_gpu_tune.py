@@ -80,6 +80,7 @@ def test_a_study_ends_at_its_deadline_and_compiles_end_at_their_limit(example_bi
     assert any("compile.codegen" in t["stage_seconds"] for t in verified)
     out = run(["mneme", "tune", "-rdb", str(db), "--space", "quick", "--sampler", "exhaustive",
                "--trials", "4", "--compile-timeout", "0.001", "--study", "no-time",
+               "--allow-numerics-change",
                "--iterations", "3"],
               env=tool_env(MNEME_CACHE_DIR=str(tmp_path / "empty-cache")), check=False)
     summary = json.loads(out.stdout)

@@ -622,3 +622,28 @@ def test_a_compile_process_past_its_limit_is_killed_and_replaced(instance, tmp_p
         assert time.perf_counter() - started < 10 and not worker.process.is_alive()
     finally:
         worker.close()
+
+
+def test_the_auto_space_starts_from_the_build_and_searches_geometry_only_if_it_verifies(
+        instance):
+    from types import SimpleNamespace
+
+    from mneme_cc.tune.auto import Auto
+
+    space = load_space("auto", instance, H100)
+    assert isinstance(space, Auto)
+    names = {d.name for d in space.dimensions()}
+    assert {"pipeline", "specialize_args", "launch_bounds", "max_registers"} <= names
+    assert "block" not in names and "fp_contract" not in names
+    first = space.initial_params()
+    assert space.derive(first).compile_fields() == ReplayConfig(
+        iterations=space.run["iterations"]).compile_fields()
+    tried = []
+    space.calibrate(lambda c: tried.append(c) or SimpleNamespace(verified=False))
+    assert tried and tried[0].block[0] == instance.block[0] // 2
+    assert "block" not in {d.name for d in space.dimensions()}
+    space.calibrate(lambda c: SimpleNamespace(verified=True))
+    assert "block" in {d.name for d in space.dimensions()}
+    assert space.derive(space.initial_params()).block == instance.block
+    space.changes_numerics = True
+    assert "fp_contract" in {d.name for d in space.dimensions()}

@@ -34,8 +34,9 @@ def tune(
     rid: Annotated[Optional[str], typer.Option("-rid", "--rid", help="One instance; default: "
                                                "every replayable instance in turn.")] = None,
     kernel: Annotated[Optional[str], typer.Option(help="Only this kernel's instances.")] = None,
-    space: Annotated[str, typer.Option(help="quick, proteus, standard, full, geometry, "
-                                       "grid-stride, or path.py:Class.")] = "standard",
+    space: Annotated[str, typer.Option(help="auto (what matters for the kernel), quick, "
+                                       "proteus, standard, full, geometry, grid-stride, or "
+                                       "path.py:Class.")] = "auto",
     sampler: Annotated[str, typer.Option(help="tpe, random, exhaustive, gp, cmaes, nsga2.")]
     = "tpe",
     trials: Annotated[int, typer.Option(help="Trials per instance.")] = 100,

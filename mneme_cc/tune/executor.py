@@ -21,7 +21,7 @@ import os
 import queue
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +75,8 @@ class ReplayExecutor:
         args = (str(instance.db.path), instance.name, str(cache_dir) if cache_dir else None)
         self.trial_timeout, self.compile_timeout = trial_timeout, compile_timeout
         self._cancelled = threading.Event()
+        # What each thread is working on: cancel() ends it without waiting.
+        self._current: dict[int, tuple[ReplayConfig, float, Future]] = {}
         self.compilers: list[Worker] = []
         self.workers: list[GpuWorker] = []
         errors: list[BaseException] = []
@@ -123,7 +125,7 @@ class ReplayExecutor:
         future: Future = Future()
         now = time.perf_counter()
         if self._cancelled.is_set():
-            future.set_result(self._cancelled_result(config, now))
+            self._settle(future, self._cancelled_result(config, now))
         elif config.baseline == "original":  # the application's image: nothing to compile
             self._gpu_queue.put((config, {}, now, now, future))
         else:
@@ -134,6 +136,14 @@ class ReplayExecutor:
         return self.submit(config).result()
 
     @staticmethod
+    def _settle(future: Future, result: TrialResult) -> None:
+        """Sets a result unless cancel() already did."""
+        try:
+            future.set_result(result)
+        except InvalidStateError:
+            pass
+
+    @staticmethod
     def _cancelled_result(config: ReplayConfig, started: float, **stages) -> TrialResult:
         return TrialResult(oc.CANCELLED, config, error="cancelled: the study's deadline came "
                            "first", seconds=time.perf_counter() - started, **stages)
@@ -142,20 +152,22 @@ class ReplayExecutor:
         while (item := self._compile_queue.get()) is not None:
             config, started, future = item
             if self._cancelled.is_set():
-                future.set_result(self._cancelled_result(config, started))
+                self._settle(future, self._cancelled_result(config, started))
                 continue
+            self._current[threading.get_ident()] = (config, started, future)
             kind, reply = worker.ask((config.to_json(), self.arch), self.compile_timeout)
+            self._current.pop(threading.get_ident(), None)
             if self._cancelled.is_set():
-                future.set_result(self._cancelled_result(config, started))
+                self._settle(future, self._cancelled_result(config, started))
             elif kind == "timeout":
-                future.set_result(TrialResult(
+                self._settle(future, TrialResult(
                     oc.COMPILE_TIMEOUT, config, seconds=time.perf_counter() - started,
                     error=f"compiling took more than {self.compile_timeout:g} s: the compile "
                           "process was killed"))
             elif kind == "died" or reply[0]:
                 error = reply[0] if kind == "reply" else \
                     f"the compile process died (exit status {reply})"
-                future.set_result(TrialResult(oc.COMPILE_ERROR, config, error=error,
+                self._settle(future, TrialResult(oc.COMPILE_ERROR, config, error=error,
                                               seconds=time.perf_counter() - started))
             else:
                 self._gpu_queue.put((config, reply[1], started, time.perf_counter(), future))
@@ -166,14 +178,16 @@ class ReplayExecutor:
             stages = {"compile_seconds": seconds,
                       "queue_seconds": time.perf_counter() - compiled_at}
             if self._cancelled.is_set():
-                future.set_result(self._cancelled_result(config, started, **stages))
+                self._settle(future, self._cancelled_result(config, started, **stages))
                 continue
+            self._current[threading.get_ident()] = (config, started, future)
             try:
                 kind, reply = worker.ask(config.to_json(), self.trial_timeout)
             except MnemeError as exc:  # the worker could not be restarted
                 kind, reply = "reply", {"outcome": oc.RUNTIME_ERROR, "error": str(exc)}
+            self._current.pop(threading.get_ident(), None)
             if self._cancelled.is_set():
-                future.set_result(self._cancelled_result(config, started, **stages))
+                self._settle(future, self._cancelled_result(config, started, **stages))
                 continue
             if kind == "timeout":
                 reply = {"outcome": oc.TIMEOUT, "error": f"no result within "
@@ -190,15 +204,30 @@ class ReplayExecutor:
             if result.outcome == oc.FAILED_VERIFICATION and result.mismatches:
                 first = result.mismatches[0]
                 result.error = f"{first['buffer']}: {first['count']} element(s) differ"
-            future.set_result(result)
+            self._settle(future, result)
 
     def cancel(self) -> None:
         """Ends all work at once: queued configurations and those being compiled
-        or replayed end `cancelled` (their processes are killed). The executor
-        takes no more work after this."""
+        or replayed end `cancelled` now, and every process is killed. The
+        executor takes no more work after this."""
         self._cancelled.set()
         for worker in (*self.compilers, *self.workers):
             worker.cancel()
+        for config, started, future in list(self._current.values()):
+            self._settle(future, self._cancelled_result(config, started))
+        self._drain()
+
+    def _drain(self) -> None:
+        """Ends the work still queued as cancelled."""
+        for q in (self._compile_queue, self._gpu_queue):
+            while True:
+                try:
+                    item = q.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:  # (config, started, future) or with compile stages
+                    config, started, future = item[0], item[-3 if len(item) == 5 else 1], item[-1]
+                    self._settle(future, self._cancelled_result(config, started))
 
     def _close_workers(self) -> None:
         for worker in (*self.workers, *self.compilers):
@@ -209,15 +238,12 @@ class ReplayExecutor:
             self._compile_queue.put(None)
         for _ in self.workers:
             self._gpu_queue.put(None)
-        for thread in self._threads:
-            thread.join()
-        # Work left queued (a compile finished after the GPU threads ended).
-        for q in (self._compile_queue, self._gpu_queue):
-            while not q.empty():
-                item = q.get()
-                if item is not None:
-                    config, started, future = item[0], item[-3 if len(item) == 5 else 1], item[-1]
-                    future.set_result(self._cancelled_result(config, started))
+        if not self._cancelled.is_set():
+            for thread in self._threads:
+                thread.join()
+        # A killed process's thread may still wait for it to exit (a GPU
+        # context takes a while to tear down): it is a daemon, left to finish.
+        self._drain()
         self._close_workers()
 
     def __enter__(self) -> ReplayExecutor:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,6 +97,8 @@ class SearchSpace:
 
     #: How each derived config runs (set by the tuner).
     run: dict[str, Any] = {"iterations": 20, "warmup": 3}
+    #: Whether the study may change the build's numerics (set by the tuner).
+    changes_numerics: bool = False
 
     def __init__(self, instance, props: DeviceProperties):
         self.instance, self.props = instance, props
@@ -109,6 +111,14 @@ class SearchSpace:
 
     def constraints(self, params: dict[str, Any]) -> str | None:
         """Why these values must not run (None: they may)."""
+        return None
+
+    def calibrate(self, evaluate: Callable[[ReplayConfig], Any]) -> None:
+        """Before the study: may replay configurations (`evaluate(config)` gives a
+        TrialResult) to learn what is worth searching."""
+
+    def initial_params(self) -> dict[str, Any] | None:
+        """Values to try first (the application's settings), or None."""
         return None
 
     def derive(self, params: dict[str, Any]) -> ReplayConfig:
@@ -312,7 +322,11 @@ def load_space(spec: str, instance, props: DeviceProperties) -> SearchSpace:
         if not (isinstance(cls, type) and issubclass(cls, SearchSpace)):
             raise UsageError(f"--space {spec}: {path} has no SearchSpace subclass {name}")
         return cls(instance, props)
+    if spec == "auto":
+        from mneme_cc.tune.auto import Auto
+
+        return Auto(instance, props)
     if spec not in PRESETS:
-        raise UsageError(f"unknown space '{spec}': use one of {', '.join(PRESETS)} or "
+        raise UsageError(f"unknown space '{spec}': use one of auto, {', '.join(PRESETS)} or "
                          "path.py:Class")
     return Combined(instance, props, PRESETS[spec])

@@ -46,7 +46,7 @@ def _params_key(params: dict[str, Any]) -> str:
 
 @dataclass
 class TuneSettings:
-    space: str = "standard"
+    space: str = "auto"
     sampler: str = "tpe"
     trials: int = 100
     timeout: float | None = None           # seconds for the whole study
@@ -81,6 +81,7 @@ class Tuner:
         self.props = props or DeviceProperties.query(settings.devices[0])
         self.space: SearchSpace = load_space(settings.space, instance, self.props)
         self.space.run = {"iterations": settings.iterations, "warmup": settings.warmup}
+        self.space.changes_numerics = settings.allow_numerics_change
         if settings.verify:
             from mneme_cc.replay.verify import policies_for
 
@@ -158,18 +159,6 @@ class Tuner:
         if self.on_trial:
             self.on_trial(self, result)
 
-    def measured_speedup(self) -> float | None:
-        return verdicts.measured_speedup(self.baseline, self.best)
-
-    def beats_application(self) -> bool:
-        return verdicts.beats_application(self.baseline, self.best)
-
-    def speedup(self) -> float | None:
-        return verdicts.speedup(self.baseline, self.best)
-
-    def verdict(self) -> str:
-        return verdicts.verdict(self.baseline, self.best)
-
     def summary(self) -> dict[str, Any]:
         elapsed = time.perf_counter() - self.started
         done = sum(self.counts.values())
@@ -183,8 +172,8 @@ class Tuner:
             if elapsed else 0.0,
             "baseline": self.baseline.to_dict() if self.baseline else None,
             "best_median_ms": self.best.median_ms if self.best else None,
-            "speedup": self.speedup(), "measured_speedup": self.measured_speedup(),
-            "verdict": self.verdict(), "worker_restarts": self.restarts,
+            **verdicts.against_application(self.baseline, self.best),
+            "worker_restarts": self.restarts,
             "time_spent": dict(sorted(self.time_spent.items())),
             "storage": self.storage_name,
             "device": self.props.to_dict(), "output": str(self.out),
@@ -203,8 +192,9 @@ class Tuner:
             "config": self.best.config.to_dict(),
             "median_ms": self.best.median_ms, "samples_ms": self.best.samples_ms,
             "baseline_ms": self.baseline.median_ms if self.baseline and self.baseline.verified
-            else None, "speedup": self.speedup(), "measured_speedup": self.measured_speedup(),
-            "beats_application": self.beats_application(), "registers": self.best.registers,
+            else None, **verdicts.against_application(self.baseline, self.best),
+            "beats_application": verdicts.beats_application(self.baseline, self.best),
+            "registers": self.best.registers,
             "device": self.props.name, "arch": self.props.arch,
         }
 
@@ -246,6 +236,10 @@ class Tuner:
             self.time_spent["startup"] = time.perf_counter() - begun
             self.baseline = self._within_deadline(ex, self.space.baseline())
             self.need = self._need(ex)
+            self.space.calibrate(lambda config: self._within_deadline(ex, config))
+            first = self.space.initial_params()
+            if first is not None and s.sampler != "exhaustive" and not self.study.trials:
+                self.study.enqueue_trial(first)
             self.time_spent["baselines"] = time.perf_counter() - begun \
                 - self.time_spent["startup"]
             self.started = time.perf_counter()
@@ -259,6 +253,9 @@ class Tuner:
         self._adopt_study_best()
         self._write_reports()
         return self.summary()
+
+    def _past_deadline(self) -> bool:
+        return self.deadline is not None and time.perf_counter() >= self.deadline
 
     def _remaining(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.perf_counter()
@@ -298,14 +295,14 @@ class Tuner:
         # Enough in flight to keep compilers and GPUs busy.
         depth = 2 * (len(ex.workers) + (self.settings.compile_workers or os.cpu_count() or 1))
         while True:
-            remaining = self._remaining()
-            if remaining is not None and remaining <= 0:
+            if self._past_deadline():
                 return
-            while len(in_flight) < depth and self._may_ask(trials):
+            while len(in_flight) < depth and self._may_ask(trials) and not self._past_deadline():
                 self._ask_one(ex, in_flight)
             if not in_flight:
                 return
-            done, _ = wait(list(in_flight), timeout=remaining, return_when=FIRST_COMPLETED)
+            done, _ = wait(list(in_flight), timeout=self._remaining(),
+                           return_when=FIRST_COMPLETED)
             for future in done:
                 self._finish(future, *in_flight.pop(future))
             self.restarts = ex.restarts

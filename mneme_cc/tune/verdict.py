@@ -33,3 +33,10 @@ def verdict(baseline, best) -> str:
     if not beats_application(baseline, best):
         return "no configuration beat the application"
     return "faster than the application"
+
+
+def against_application(baseline, best) -> dict:
+    """The summary's fields: speedup, measured_speedup and verdict."""
+    return {"speedup": speedup(baseline, best),
+            "measured_speedup": measured_speedup(baseline, best),
+            "verdict": verdict(baseline, best)}

@@ -165,10 +165,14 @@ class Worker:
         self.process.kill()
 
     def close(self) -> None:
+        if self.cancelled:
+            # Killed already; its exit (a GPU context's teardown) is not waited for.
+            self.process.join(1.0)
+            self.conn.close()
+            return
         try:
-            if not self.cancelled:
-                self.conn.send(None)
-                self.process.join(10)
+            self.conn.send(None)
+            self.process.join(10)
         except (BrokenPipeError, OSError):
             pass
         if self.process.is_alive() or not self.conn.closed:

@@ -1,0 +1,101 @@
+"""`auto`, the default space: per kernel, what can make it faster.
+
+Pipelines `default<O1..O3>` with LLVM's unroll and vectorize options, scalar
+arguments and launch dimensions as constants, launch bounds with min blocks
+per SM, ptxas's level and register cap, the multiply-add contraction mode
+where the study may change numerics, and the block size when the kernel is
+launch-agnostic: before the study, `calibrate()` replays it once under
+another 1-D geometry covering the same threads, and only if that verifies is
+geometry searched. The first trial is the application's own settings (the
+`ir` baseline's configuration), so the sampler starts from what the build
+did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.tune.space import (
+    Categorical,
+    Dimension,
+    Geometry,
+    Int,
+    LaunchBounds,
+    SearchSpace,
+    Specialization,
+    TuningOptions,
+)
+
+REGISTER_CAPS = (None, 32, 40, 48, 64, 80, 96, 128, 168, 255)
+
+
+class Auto(SearchSpace):
+    def __init__(self, instance, props):
+        super().__init__(instance, props)
+        self.bounds = LaunchBounds(instance, props)
+        self.geometry = Geometry(instance, props)
+        self.launch_agnostic = False
+        kernel = instance.db.kernel(instance.static_hash)
+        self.level = 3
+        if kernel.has_ir:
+            from mneme_cc.replay.numerics import codegen_of
+
+            level = codegen_of(kernel).opt_level  # "0".."3", "s", "z"
+            self.level = min(3, max(1, int(level))) if level.isdigit() else 2
+
+    def calibrate(self, evaluate: Callable[[ReplayConfig], Any]) -> None:
+        """Searches the block size only if another geometry verifies."""
+        inst = self.instance
+        threads = inst.block[0]
+        if not self.geometry._is_1d() or threads % (2 * self.props.warp_size):
+            return
+        half = threads // 2
+        grid = -(-inst.grid[0] * threads // half)
+        probe = ReplayConfig(**{**self.run, "block": (half, 1, 1), "grid": (grid, 1, 1)})
+        self.launch_agnostic = bool(evaluate(probe).verified)
+
+    def dimensions(self) -> list[Dimension]:
+        dims: list[Dimension] = [
+            Categorical("pipeline", tuple(f"default<O{n}>" for n in (1, 2, 3))),
+            *TuningOptions(self.instance, self.props).dimensions(),
+            *Specialization(self.instance, self.props).dimensions(),
+            *self.bounds.dimensions(),
+            Int("ptxas_opt_level", 1, 3),
+            Categorical("max_registers", REGISTER_CAPS),
+        ]
+        if self.run.get("verify") or self.changes_numerics:
+            dims.append(Categorical("fp_contract", (None, "fast", "on", "off")))
+        if self.launch_agnostic:
+            dims += self.geometry.dimensions()
+        return dims
+
+    def fields(self, params: dict[str, Any]) -> dict[str, Any]:
+        out = {"pipeline": params["pipeline"],
+               "ptxas_opt_level": params["ptxas_opt_level"],
+               "max_registers": params["max_registers"],
+               "fp_contract": params.get("fp_contract")}
+        out.update(TuningOptions(self.instance, self.props).fields(params))
+        out.update(Specialization(self.instance, self.props).fields(params))
+        out.update(self.bounds.fields(params))
+        out.update(self.geometry.fields(params))
+        return out
+
+    def initial_params(self) -> dict[str, Any]:
+        """The application's own settings, as values of this space's parameters."""
+        params: dict[str, Any] = {"pipeline": f"default<O{self.level}>", "ptxas_opt_level": 3,
+                                  "max_registers": None, "specialize_dims": False,
+                                  "launch_bounds": False}
+        if self.level >= 2:
+            params.update({name: True for name in TuningOptions.OPTIONS})
+        if self.instance.scalar_params():
+            params["specialize_args"] = False
+        if self.run.get("verify") or self.changes_numerics:
+            params["fp_contract"] = None
+        if self.launch_agnostic:
+            params["block"] = self.instance.block[0]
+        return params
+
+
+
