@@ -214,3 +214,17 @@ def instance(tmp_path):
     make_database(tmp_path / "db", a, a, a + a)
     (inst,) = RecordDB(tmp_path / "db").instances
     return inst
+
+
+#: The example applications' arguments for the GPU tier: small, fast runs.
+ARGS = {
+    "vector_add": ["1000000"],
+    "cg": ["12", "30"],
+    "stencil3d": ["16"],
+    "tree_search": ["1000", "4096"],
+    "atomic_sum": ["100000"],
+    "big_shared": ["8"],
+    "multi_tu": ["10000"],
+    "fp_physics": ["65536", "2"],
+    "jacobi_norm": ["2048", "2"],
+}

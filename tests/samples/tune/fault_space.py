@@ -1,5 +1,5 @@
 """A search space over examples/fault_injection whose points fail on purpose,
-one per outcome (tests/test_gpu_tune.py)."""
+one per outcome (tests/tune/test_gpu_tune.py)."""
 
 from mneme_cc.tune.space import Categorical, SearchSpace
 

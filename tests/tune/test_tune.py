@@ -1,6 +1,6 @@
 """CPU tier: search spaces, samplers, outcomes, the tuning loop and export.
 
-The GPU stage is a test double here (FakeExecutor); tests/test_gpu_tune.py
+The GPU stage is a test double here (FakeExecutor); tests/tune/test_gpu_tune.py
 runs the real one.
 """
 

@@ -15,7 +15,7 @@ from mneme_cc.replay.replayer import Replayer
 
 pytestmark = pytest.mark.gpu
 
-SAMPLES = Path(__file__).parent / "samples" / "tune"
+SAMPLES = Path(__file__).parents[1] / "samples" / "tune"
 
 
 def record(binary: Path, db: Path, *args: str, kernels: str | None = None) -> Path:

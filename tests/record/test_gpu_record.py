@@ -21,24 +21,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run, tool_env
+from conftest import ARGS, run, tool_env
 
 from mneme_cc.record.db import RecordDB
 
 pytestmark = pytest.mark.gpu
 
 #: Small problem sizes: every example records in well under a second.
-ARGS = {
-    "vector_add": ["1000000"],
-    "cg": ["12", "30"],
-    "stencil3d": ["16"],
-    "tree_search": ["1000", "4096"],
-    "atomic_sum": ["100000"],
-    "big_shared": ["8"],
-    "multi_tu": ["10000"],
-    "fp_physics": ["65536", "2"],
-    "jacobi_norm": ["2048", "2"],
-}
 
 
 def record(binaries: Path, name: str, db: Path, *flags: str, args=None, check=True):
@@ -353,7 +342,7 @@ def test_selection_and_listing(example_binaries, tmp_path):
 def test_not_built_with_mneme(example_binaries, tmp_path):
     """nvcc with the shared runtime: recorded, but no IR to replay from."""
     exe = tmp_path / "vector_add_nvcc"
-    src = Path(__file__).resolve().parents[1] / "examples" / "vector_add" / "vector_add.cu"
+    src = Path(__file__).resolve().parents[2] / "examples" / "vector_add" / "vector_add.cu"
     run(["nvcc", "-O2", "-arch=sm_90", "-cudart", "shared", str(src), "-o", str(exe)])
     native = run([str(exe), "100000"])
     recorded = run(["mneme", "record", "-rdb", str(tmp_path / "db"), "--", str(exe), "100000"])
@@ -438,7 +427,7 @@ def test_sigterm_to_record_stops_the_application_and_keeps_the_database(example_
 
 
 def test_a_damaged_real_database_never_ends_in_a_traceback(example_binaries, tmp_path):
-    """The fuzz of tests/test_database_fuzz.py, over a database the recorder wrote."""
+    """The fuzz of tests/record/test_database_fuzz.py, over a database the recorder wrote."""
     from test_database_fuzz import assert_no_traceback, mutations
 
     run(["mneme", "record", "-rdb", str(tmp_path / "real"), "--",

@@ -8,7 +8,7 @@ from conftest import run
 
 
 def test_lit_suite():
-    lit_dir = Path(__file__).parent / "lit"
+    lit_dir = Path(__file__).parents[1] / "lit"
     proc = run(["lit", "-v", str(lit_dir)], check=False)  # the script beside this Python
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Passed" in proc.stdout

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import EXAMPLE_NAMES, run, tool_env
-from test_gpu_record import ARGS
+from conftest import ARGS, EXAMPLE_NAMES, run, tool_env
 
 from mneme_cc.record.db import RecordDB
 from mneme_cc.replay.config import ReplayConfig
