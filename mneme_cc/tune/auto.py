@@ -6,9 +6,9 @@ per SM, ptxas's level and register cap, the multiply-add contraction mode
 where the study may change numerics, and the block size when the kernel is
 launch-agnostic: before the study, `calibrate()` replays it once under
 another 1-D geometry covering the same threads, and only if that verifies is
-geometry searched. The first trial is the application's own settings (the
-`ir` baseline's configuration), so the sampler starts from what the build
-did.
+geometry searched (over block sizes that divide the recorded thread count).
+The first trial is the application's own settings (the `ir` baseline's
+configuration), so the sampler starts from what the build did.
 """
 
 from __future__ import annotations
@@ -68,8 +68,16 @@ class Auto(SearchSpace):
         if self.run.get("verify") or self.changes_numerics:
             dims.append(Categorical("fp_contract", (None, "fast", "on", "off")))
         if self.launch_agnostic:
-            dims += self.geometry.dimensions()
+            dims.append(Categorical("block", self.block_sizes()))
         return dims
+
+    def block_sizes(self) -> tuple[int, ...]:
+        """Warp multiples that divide the recorded threads: the grid then covers
+        exactly as many threads as the application launched."""
+        threads = self.instance.grid[0] * self.instance.block[0]
+        warp = self.props.warp_size
+        return tuple(b for b in range(warp, self.props.max_threads_per_block + 1, warp)
+                     if threads % b == 0)
 
     def fields(self, params: dict[str, Any]) -> dict[str, Any]:
         out = {"pipeline": params["pipeline"],

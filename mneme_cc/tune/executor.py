@@ -79,29 +79,15 @@ class ReplayExecutor:
         self._current: dict[int, tuple[ReplayConfig, float, Future]] = {}
         self.compilers: list[Worker] = []
         self.workers: list[GpuWorker] = []
-        errors: list[BaseException] = []
-
-        def start_compiler() -> None:
-            try:
-                self.compilers.append(Worker(*args, start_timeout=start_timeout))
-            except BaseException as exc:  # noqa: BLE001 - raised below, in this thread
-                errors.append(exc)
-
         try:
             # Compile processes start (import LLVM, read the instance) while the
             # GPU workers restore the instance, not during the first trials.
-            starting = [threading.Thread(target=start_compiler)
-                        for _ in range(compile_workers or os.cpu_count() or 1)]
-            for thread in starting:
-                thread.start()
+            for _ in range(compile_workers or os.cpu_count() or 1):
+                self.compilers.append(Worker(*args, start_timeout=start_timeout, wait=False))
             self.workers = [GpuWorker(*args, d, start_timeout=start_timeout) for d in devices]
-            for thread in starting:
-                thread.join()
-            if errors:
-                raise errors[0]
+            for worker in self.compilers:
+                worker.ready()
         except BaseException:
-            for thread in starting:
-                thread.join()
             self._close_workers()
             raise
         self.arch = self.workers[0].arch

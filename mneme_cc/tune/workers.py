@@ -105,20 +105,31 @@ class Worker:
     what = "compile process"
 
     def __init__(self, db_path: str, name: str, cache_dir: str | None, *extra,
-                 start_timeout: float = 600.0):
+                 start_timeout: float = 600.0, wait: bool = True):
+        """Starts the process; with wait=False, ready() waits for it to be ready
+        (so that many start at once: processes are started from one thread,
+        since spawning is not safe from several)."""
         self.args = (db_path, name, cache_dir, *extra)
         self.start_timeout = start_timeout
         self.restarts = -1
         self.cancelled = False
         self.hello: Any = None
-        self._start()
+        self._launch()
+        if wait:
+            self.ready()
 
     def _start(self) -> None:
+        self._launch()
+        self.ready()
+
+    def _launch(self) -> None:
         self.conn, child = _SPAWN.Pipe()
         self.process = _SPAWN.Process(target=self.target, args=(child, *self.args), daemon=True)
         self.process.start()
         child.close()
         self.restarts += 1
+
+    def ready(self) -> None:
         if not self.conn.poll(self.start_timeout):
             self._kill()
             raise MnemeError(f"{self.label}: did not start within {self.start_timeout:.0f} s")

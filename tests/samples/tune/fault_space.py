@@ -7,7 +7,8 @@ CASES = {
     "ok": {},                                                # verified
     "wrong_grid": {"grid": (1, 1, 1)},                       # failed_verification
     "bad_pipeline": {"pipeline": "sroa,no-such-pass"},       # compile_error
-    "too_many_threads": {"block": (2048, 1, 1)},             # invalid_launch
+    "too_many_threads": {"block": (2048, 1, 1)},             # infeasible: pruned
+    "huge_shared": {"shared_mem_bytes": 1 << 20},            # invalid_launch
     "illegal_address": {"block": (96, 1, 1)},                # runtime_error
     "hang": {"block": (64, 1, 1)},                           # timeout
 }
