@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import os
+import threading
 from typing import Any
 
 from mneme_cc.errors import MnemeError
@@ -113,6 +114,10 @@ class Worker:
         self.start_timeout = start_timeout
         self.restarts = -1
         self.cancelled = False
+        self.closed = False
+        # Held by the thread using the process: only that thread closes its pipe
+        # (a pipe closed under another thread's feet can close a reused fd).
+        self.lock = threading.Lock()
         self.hello: Any = None
         self._launch()
         if wait:
@@ -158,17 +163,20 @@ class Worker:
     def ask(self, message: Any, timeout: float) -> tuple[str, Any]:
         """("reply", answer), ("timeout", None) or ("died", exit status); a worker
         that timed out or died is restarted (unless cancelled)."""
-        try:
-            self.conn.send(message)
-            if not self.conn.poll(timeout):
+        with self.lock:
+            if self.closed:
+                return "died", None
+            try:
+                self.conn.send(message)
+                if not self.conn.poll(timeout):
+                    self.restart()
+                    return "timeout", None
+                return "reply", self.conn.recv()
+            except (EOFError, OSError):
+                self.process.join(30)
+                code = self.process.exitcode
                 self.restart()
-                return "timeout", None
-            return "reply", self.conn.recv()
-        except (EOFError, OSError):
-            self.process.join(30)
-            code = self.process.exitcode
-            self.restart()
-            return "died", code
+                return "died", code
 
     def cancel(self) -> None:
         """Kills the process: an ask() in progress returns at once."""
@@ -176,18 +184,26 @@ class Worker:
         self.process.kill()
 
     def close(self) -> None:
-        if self.cancelled:
-            # Killed already; its exit (a GPU context's teardown) is not waited for.
-            self.process.join(1.0)
-            self.conn.close()
-            return
+        if not self.lock.acquire(blocking=not self.cancelled):
+            return  # cancelled mid-ask: the asking thread ends it
         try:
-            self.conn.send(None)
-            self.process.join(10)
-        except (BrokenPipeError, OSError):
-            pass
-        if self.process.is_alive() or not self.conn.closed:
-            self._kill()
+            if self.closed:
+                return
+            self.closed = True
+            if self.cancelled:
+                # Killed already; its exit (a GPU context's teardown) is not waited for.
+                self.process.join(1.0)
+                self.conn.close()
+                return
+            try:
+                self.conn.send(None)
+                self.process.join(10)
+            except (BrokenPipeError, OSError):
+                pass
+            if self.process.is_alive() or not self.conn.closed:
+                self._kill()
+        finally:
+            self.lock.release()
 
 
 class GpuWorker(Worker):
