@@ -11,6 +11,7 @@ from mneme_cc.cli import (
     bisect_command,
     check_command,
     config_command,
+    dataset_command,
     diff_command,
     export_command,
     inspect_command,
@@ -68,6 +69,7 @@ app.command("replay")(replay_command.replay)
 app.command("tune")(tune_command.tune)
 app.command("export")(export_command.export)
 app.command("report")(report_command.report)
+app.command("dataset")(dataset_command.dataset)
 app.command("diff")(diff_command.diff)
 app.command("bisect")(bisect_command.bisect)
 app.command("check")(check_command.check)

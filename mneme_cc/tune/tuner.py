@@ -9,6 +9,7 @@ asks the study for trials and tells it results.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import itertools
 import json
 import os
@@ -151,9 +152,11 @@ class Tuner:
         line = {"trial": trial.number, "params": params, "outcome": result.outcome,
                 "duplicate": duplicate, "median_ms": result.median_ms,
                 "values": self.values(result) if result.verified else None,
-                "registers": result.registers, "cubin_bytes": result.cubin_bytes,
-                "error": result.error, "seconds": result.seconds,
-                "stage_seconds": result.stage_seconds(),
+                "samples_ms": result.samples_ms, "registers": result.registers,
+                "spill_bytes": result.spill_bytes, "occupancy": result.occupancy,
+                "cubin_bytes": result.cubin_bytes, "error": result.error,
+                "seconds": result.seconds, "stage_seconds": result.stage_seconds(),
+                "time": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                 "config": result.config.to_dict()}
         self.study_dir.append_trial(line)
         if self.on_trial:

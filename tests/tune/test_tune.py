@@ -647,3 +647,42 @@ def test_the_auto_space_starts_from_the_build_and_searches_geometry_only_if_it_v
     assert space.derive(space.initial_params()).block == instance.block
     space.changes_numerics = True
     assert "fp_contract" in {d.name for d in space.dimensions()}
+
+
+def test_the_dataset_holds_every_trial_as_parquet_and_as_t4(instance, tmp_path):
+    import pyarrow.parquet as pq
+
+    tune(instance, tmp_path, space="standard", trials=30,
+         out_dir=instance.db.path / "tune" / "one")
+    db = str(instance.db.path)
+    lines = [json.loads(x) for x in
+             (instance.db.path / "tune" / "one" / "trials.jsonl").read_text().splitlines()]
+    out = run(["mneme", "dataset", "-rdb", db, "--out", str(tmp_path / "trials.parquet")])
+    assert f"{len(lines)} trial(s)" in out.stdout
+    table = pq.read_table(tmp_path / "trials.parquet").to_pylist()
+    assert len(table) == len(lines)
+    row = next(r for r in table if r["outcome"] == oc.VERIFIED)
+    assert row["kernel"] == instance.kernel_name and row["static_hash"] == instance.static_hash
+    assert len(row["ir_sha256"]) == 64 and row["block"] == list(instance.block)
+    assert json.loads(row["config"])["pipeline"].startswith("default<")
+    assert row["samples_ms"] and row["registers"] == 32 and row["device"] == H100.name
+    run(["mneme", "dataset", "-rdb", db, "--out", str(tmp_path / "t4.json")])
+    t4 = json.loads((tmp_path / "t4.json").read_text())
+    assert t4["schema_version"] == "1.0.0"
+    fresh = [x for x in lines if not x["duplicate"]]
+    assert len(t4["results"]) == len(fresh)
+    for result, line in zip(t4["results"], fresh, strict=True):
+        assert {"configuration", "times", "invalidity", "correctness"} <= set(result)
+        assert result["invalidity"] == {"verified": "correct", "compile_error": "compile",
+                                        "failed_verification": "correctness",
+                                        "timeout": "timeout", "runtime_error": "runtime"}[
+            line["outcome"]]
+        assert result["correctness"] == (1 if line["outcome"] == oc.VERIFIED else 0)
+        assert result["times"]["runtimes"] == line["samples_ms"]
+    for args, message in (
+            (["--out", str(tmp_path / "x.csv")], "say the format with --format"),
+            (["--out", str(tmp_path)], "is a directory"),
+            (["--out", str(tmp_path / "x.json"), "-rdb", str(tmp_path / "none")],
+             "no such record database")):
+        out = run(["mneme", "dataset", "-rdb", db, *args], check=False)
+        assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
