@@ -27,6 +27,16 @@ def function_span(text: str, name: str) -> tuple[int, int, int] | None:
     return m.start(), line_end, text.index("\n}\n", line_end) + 2
 
 
+def kernel_span(text: str, name: str) -> tuple[int, int, int]:
+    """function_span of a kernel the module must define."""
+    span = function_span(text, name)
+    if span is None:
+        from mneme_cc.errors import UsageError
+
+        raise UsageError(f"the recorded IR defines no kernel {name}")
+    return span
+
+
 def function_text(text: str, name: str) -> str | None:
     """One function's definition, from `define` to its closing brace."""
     span = function_span(text, name)

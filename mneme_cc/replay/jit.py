@@ -51,14 +51,6 @@ _DIM_CALL = re.compile(
     r"(%[\w.]+) = (?:tail )?call [^@\n]*@llvm\.nvvm\.read\.ptx\.sreg\.(ntid|nctaid)\.([xyz])\(\)")
 
 
-def _kernel_span(text: str, name: str) -> tuple[int, int, int]:
-    """(start of the define line, end of it, end of the body) of the kernel."""
-    span = irtext.function_span(text, name)
-    if span is None:
-        raise UsageError(f"the recorded IR defines no kernel {name}")
-    return span
-
-
 def _constant(ir_type: str, raw: bytes) -> str:
     """An LLVM constant of ir_type holding the recorded bytes."""
     if re.fullmatch(r"i\d+", ir_type):
@@ -78,7 +70,7 @@ def _constant(ir_type: str, raw: bytes) -> str:
 def specialize(text: str, launch: KernelLaunch, config: ReplayConfig) -> str:
     """Dimension and argument specialisation, launch bounds and floating-point
     reassociation, on the module text."""
-    start, line_end, body_end = _kernel_span(text, launch.name)
+    start, line_end, body_end = irtext.kernel_span(text, launch.name)
     define, body = text[start:line_end], text[line_end:body_end]
     grid = config.grid or launch.grid
     block = config.block or launch.block

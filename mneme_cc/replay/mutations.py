@@ -24,10 +24,8 @@ _INVERSE = {"eq": "ne", "ne": "eq", "slt": "sge", "sge": "slt", "sgt": "sle", "s
 
 
 def _kernel_body(text: str, kernel: str) -> tuple[int, int]:
-    span = irtext.function_span(text, kernel)
-    if span is None:
-        raise UsageError(f"the module defines no kernel {kernel}")
-    return span[0], span[2]
+    start, _, end = irtext.kernel_span(text, kernel)
+    return start, end
 
 
 def flip_icmp(text: str, kernel: str) -> str:
