@@ -13,6 +13,7 @@ configuration), so the sampler starts from what the build did.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -53,7 +54,10 @@ class Auto(SearchSpace):
             return
         half = threads // 2
         grid = -(-inst.grid[0] * threads // half)
-        probe = ReplayConfig(**{**self.run, "block": (half, 1, 1), "grid": (grid, 1, 1)})
+        # The build's own settings with only the geometry changed, so that a
+        # failure means the geometry, not the numerics.
+        probe = dataclasses.replace(self.derive(self.initial_params()), block=(half, 1, 1),
+                                    grid=(grid, 1, 1))
         self.launch_agnostic = bool(evaluate(probe).verified)
 
     def dimensions(self) -> list[Dimension]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +56,12 @@ def rows(database: Path) -> list[dict[str, Any]]:
     db = RecordDB(database)
     out = []
     for study in find_studies(database):
+        if study.damaged_lines:
+            print(f"mneme: {study.path / 'trials.jsonl'}: {study.damaged_lines} damaged "
+                  "line(s) left out", file=sys.stderr)
         summary = study.summary
         features = _instance_features(db, str(summary.get("instance")))
-        device = summary.get("device") or {}
+        device = summary.get("device") if isinstance(summary.get("device"), dict) else {}
         for trial in study.trials:
             out.append({
                 "study": summary.get("study"), "kernel": summary.get("kernel"),

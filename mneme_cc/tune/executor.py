@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mneme_cc.errors import MnemeError
 from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.tune.workers import GpuWorker, Worker
@@ -84,7 +83,8 @@ class ReplayExecutor:
             # GPU workers restore the instance, not during the first trials.
             for _ in range(compile_workers or os.cpu_count() or 1):
                 self.compilers.append(Worker(*args, start_timeout=start_timeout, wait=False))
-            self.workers = [GpuWorker(*args, d, start_timeout=start_timeout) for d in devices]
+            for d in devices:
+                self.workers.append(GpuWorker(*args, d, start_timeout=start_timeout))
             for worker in self.compilers:
                 worker.ready()
         except BaseException:
@@ -137,60 +137,73 @@ class ReplayExecutor:
     def _compile(self, worker: Worker) -> None:
         while (item := self._compile_queue.get()) is not None:
             config, started, future = item
-            if self._cancelled.is_set():
-                self._settle(future, self._cancelled_result(config, started))
-                continue
-            self._current[threading.get_ident()] = (config, started, future)
-            kind, reply = worker.ask((config.to_json(), self.arch), self.compile_timeout)
-            self._current.pop(threading.get_ident(), None)
-            if self._cancelled.is_set():
-                self._settle(future, self._cancelled_result(config, started))
-            elif kind == "timeout":
-                self._settle(future, TrialResult(
-                    oc.COMPILE_TIMEOUT, config, seconds=time.perf_counter() - started,
-                    error=f"compiling took more than {self.compile_timeout:g} s: the compile "
-                          "process was killed"))
-            elif kind == "died" or reply[0]:
-                error = reply[0] if kind == "reply" else \
-                    f"the compile process died (exit status {reply})"
-                self._settle(future, TrialResult(oc.COMPILE_ERROR, config, error=error,
+            try:
+                self._compile_one(worker, config, started, future)
+            except BaseException as exc:  # noqa: BLE001 - never leave a future unresolved
+                self._settle(future, TrialResult(oc.COMPILE_ERROR, config, error=f"the compile "
+                             f"stage failed: {type(exc).__name__}: {exc}"))
+
+    def _compile_one(self, worker: Worker, config: ReplayConfig, started: float,
+                     future: Future) -> None:
+        if self._cancelled.is_set():
+            self._settle(future, self._cancelled_result(config, started))
+            return
+        self._current[threading.get_ident()] = (config, started, future)
+        kind, reply = worker.ask((config.to_json(), self.arch), self.compile_timeout)
+        self._current.pop(threading.get_ident(), None)
+        spent = {"compile_seconds": {"failed": time.perf_counter() - started}}
+        if self._cancelled.is_set():
+            self._settle(future, self._cancelled_result(config, started))
+        elif kind == "timeout":
+            self._settle(future, TrialResult(
+                oc.COMPILE_TIMEOUT, config, seconds=time.perf_counter() - started, **spent,
+                error=f"compiling took more than {self.compile_timeout:g} s: the compile "
+                      "process was killed"))
+        elif kind == "died" or reply[0]:
+            error = reply[0] if kind == "reply" else \
+                f"the compile process died (exit status {reply})"
+            self._settle(future, TrialResult(oc.COMPILE_ERROR, config, error=error, **spent,
                                               seconds=time.perf_counter() - started))
-            else:
-                self._gpu_queue.put((config, reply[1], started, time.perf_counter(), future))
+        else:
+            self._gpu_queue.put((config, reply[1], started, time.perf_counter(), future))
 
     def _serve(self, worker: GpuWorker) -> None:
         while (item := self._gpu_queue.get()) is not None:
-            config, seconds, started, compiled_at, future = item
-            stages = {"compile_seconds": seconds,
-                      "queue_seconds": time.perf_counter() - compiled_at}
-            if self._cancelled.is_set():
-                self._settle(future, self._cancelled_result(config, started, **stages))
-                continue
-            self._current[threading.get_ident()] = (config, started, future)
+            config, started, future = item[0], item[2], item[-1]
             try:
-                kind, reply = worker.ask(config.to_json(), self.trial_timeout)
-            except MnemeError as exc:  # the worker could not be restarted
-                kind, reply = "reply", {"outcome": oc.RUNTIME_ERROR, "error": str(exc)}
-            self._current.pop(threading.get_ident(), None)
-            if self._cancelled.is_set():
-                self._settle(future, self._cancelled_result(config, started, **stages))
-                continue
-            if kind == "timeout":
-                reply = {"outcome": oc.TIMEOUT, "error": f"no result within "
-                         f"{self.trial_timeout:g} s: the worker was killed"}
-            elif kind == "died":
-                reply = {"outcome": oc.RUNTIME_ERROR,
-                         "error": f"the replay worker died (exit status {reply})"}
-            elif reply["outcome"] == oc.RUNTIME_ERROR:
-                worker.process.join(30)  # it leaves after a fault: its context is lost
-                worker.restart()
-            reply.setdefault("error", "")
-            result = TrialResult(config=config, seconds=time.perf_counter() - started,
-                                 **stages, **reply)
-            if result.outcome == oc.FAILED_VERIFICATION and result.mismatches:
-                first = result.mismatches[0]
-                result.error = f"{first['buffer']}: {first['count']} element(s) differ"
-            self._settle(future, result)
+                self._serve_one(worker, *item)
+            except BaseException as exc:  # noqa: BLE001 - never leave a future unresolved
+                self._settle(future, TrialResult(oc.RUNTIME_ERROR, config, error=f"the GPU "
+                             f"stage failed: {type(exc).__name__}: {exc}",
+                             seconds=time.perf_counter() - started))
+
+    def _serve_one(self, worker: GpuWorker, config: ReplayConfig, seconds: dict,
+                   started: float, compiled_at: float, future: Future) -> None:
+        stages = {"compile_seconds": seconds, "queue_seconds": time.perf_counter() - compiled_at}
+        if self._cancelled.is_set():
+            self._settle(future, self._cancelled_result(config, started, **stages))
+            return
+        self._current[threading.get_ident()] = (config, started, future)
+        # A worker whose kernel faulted has lost its context: it is replaced.
+        kind, reply = worker.ask(config.to_json(), self.trial_timeout,
+                                 restart_if=lambda r: r.get("outcome") == oc.RUNTIME_ERROR)
+        self._current.pop(threading.get_ident(), None)
+        if self._cancelled.is_set():
+            self._settle(future, self._cancelled_result(config, started, **stages))
+            return
+        if kind == "timeout":
+            reply = {"outcome": oc.TIMEOUT, "error": f"no result within "
+                     f"{self.trial_timeout:g} s: the worker was killed"}
+        elif kind == "died":
+            reply = {"outcome": oc.RUNTIME_ERROR,
+                     "error": f"the replay worker died (exit status {reply})"}
+        reply.setdefault("error", "")
+        result = TrialResult(config=config, seconds=time.perf_counter() - started,
+                             **stages, **reply)
+        if result.outcome == oc.FAILED_VERIFICATION and result.mismatches:
+            first = result.mismatches[0]
+            result.error = f"{first['buffer']}: {first['count']} element(s) differ"
+        self._settle(future, result)
 
     def cancel(self) -> None:
         """Ends all work at once: queued configurations and those being compiled

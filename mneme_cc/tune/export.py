@@ -85,6 +85,11 @@ def export(best_files: list[Path], proteus: Path | None, mneme: Path | None) -> 
             if not isinstance(record["kernel"], str) or isinstance(record["median_ms"], bool) \
                     or not isinstance(record["median_ms"], (int, float)):
                 raise TypeError("kernel or median_ms")
+            for key in ("speedup", "measured_speedup"):
+                value = record.get(key)
+                if value is not None and (isinstance(value, bool)
+                                          or not isinstance(value, (int, float))):
+                    raise TypeError(f"{key} is not a number")
         except (KeyError, TypeError, ValueError, UsageError) as exc:
             raise UsageError(f"{path}: not a best.json written by `mneme tune` "
                              f"({type(exc).__name__}: {exc})") from None

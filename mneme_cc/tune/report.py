@@ -38,7 +38,7 @@ def _pyplot():
 
 
 def _history(plt, study: StudyDir, out: Path) -> Path | None:
-    points = [(t["trial"], t["values"][0]) for t in study.trials if t["values"]]
+    points = [(t["trial"], t.get("values")[0]) for t in study.trials if t.get("values")]
     if not points:
         return None
     points.sort()
@@ -84,7 +84,7 @@ def _importance(plt, study: StudyDir, out: Path) -> Path | None:
 
 def _pareto(plt, study: StudyDir, out: Path) -> Path | None:
     objectives = study.summary["objectives"]
-    points = [t["values"][:2] for t in study.trials if t["values"]]
+    points = [t.get("values")[:2] for t in study.trials if t.get("values")]
     if len(objectives) < 2 or not points:
         return None
     front = [p for p in points if not any(q[0] <= p[0] and q[1] <= p[1] and q != p
@@ -124,7 +124,7 @@ def _html(study: StudyDir, figures: list[Path]) -> str:
     esc = html.escape
     outcomes = "".join(f"<tr><td>{esc(k)}</td><td>{v}</td></tr>"
                        for k, v in sorted(s["outcomes"].items()))
-    ranked = sorted((t for t in study.trials if t["values"]), key=lambda t: t["values"])[:10]
+    ranked = sorted((t for t in study.trials if t.get("values")), key=lambda t: t.get("values"))[:10]
     rows = "".join(
         f"<tr><td>{t['trial']}</td><td>{t['values'][0]:.6g}</td>"
         f"<td><code>{esc(json.dumps(t['params'], sort_keys=True))}</code></td></tr>"

@@ -20,6 +20,33 @@ from mneme_cc.fileio import read_json_object, write_text_atomic
 SUMMARY, BEST, TRIALS = "summary.json", "best.json", "trials.jsonl"
 
 
+_NUMBER = (int, float)
+#: The keys of a trials.jsonl line, with the types each may have (None: absent or null).
+_TRIAL_KEYS = {"trial": (int,), "outcome": (str,), "params": (dict,), "values": (list, None),
+               "duplicate": (bool, None), "median_ms": (*_NUMBER, None),
+               "samples_ms": (list, None), "registers": (int, None),
+               "spill_bytes": (int, None), "occupancy": (*_NUMBER, None),
+               "cubin_bytes": (int, None), "error": (str, None), "seconds": (*_NUMBER, None),
+               "stage_seconds": (dict, None), "config": (dict, None), "time": (str, None)}
+
+
+def _well_formed(trial: Any) -> bool:
+    """A trial line as the tuner writes it (a damaged one is left out and counted)."""
+    if not isinstance(trial, dict):
+        return False
+    for key, kinds in _TRIAL_KEYS.items():
+        value = trial.get(key)
+        if value is None:
+            if None not in kinds:
+                return False
+        elif isinstance(value, bool) and bool not in kinds or not isinstance(
+                value, tuple(k for k in kinds if k is not None)):
+            return False
+    numbers = [*(trial.get("samples_ms") or []), *(trial.get("values") or []),
+               *(trial.get("stage_seconds") or {}).values()]
+    return all(isinstance(x, _NUMBER) and not isinstance(x, bool) for x in numbers)
+
+
 class StudyDir:
     """One study's files. Reading is lazy; a missing summary is a usage error."""
 
@@ -73,7 +100,7 @@ class StudyDir:
                 trial = json.loads(line)
             except ValueError:
                 trial = None
-            if isinstance(trial, dict):
+            if _well_formed(trial):
                 out.append(trial)
             else:
                 damaged += 1

@@ -18,7 +18,7 @@ import warnings
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, wait
-from dataclasses import dataclass, field
+from concurrent.futures import TimeoutError as FuturesTimeout
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from mneme_cc.tune.feasibility import Need, infeasible
 from mneme_cc.tune.ownership import reclaim_stale, this_process
 from mneme_cc.tune.properties import DeviceProperties
 from mneme_cc.tune.samplers import OBJECTIVES, make_sampler
+from mneme_cc.tune.settings import TuneSettings
 from mneme_cc.tune.space import SearchSpace, load_space
 from mneme_cc.tune.storage import describe, open_storage
 from mneme_cc.tune.study_dir import StudyDir
@@ -43,31 +44,6 @@ CANCEL_GRACE_S = 3.0
 
 def _params_key(params: dict[str, Any]) -> str:
     return json.dumps(params, sort_keys=True, default=str)
-
-
-@dataclass
-class TuneSettings:
-    space: str = "auto"
-    sampler: str = "tpe"
-    trials: int = 100
-    timeout: float | None = None           # seconds for the whole study
-    objectives: list[str] = field(default_factory=lambda: ["time"])
-    devices: list[int] = field(default_factory=lambda: [0])
-    compile_workers: int | None = None
-    trial_timeout: float = 60.0
-    compile_timeout: float = 60.0          # seconds one compile may take
-    iterations: int = 20
-    warmup: int = 3
-    storage: str | None = None             # default: a journal file in the output directory
-    study_name: str | None = None
-    resume: bool = False
-    seed: int | None = None
-    out_dir: Path | None = None            # default: <database>/tune/<study>
-    cache_dir: Path | None = None
-    # Per-buffer verification policies for every trial (docs/replay.md); {}: bitwise.
-    verify: dict[str, Any] = field(default_factory=dict)
-    # Run configurations that change the build's numerics in a bitwise study too.
-    allow_numerics_change: bool = False
 
 
 class Tuner:
@@ -111,6 +87,7 @@ class Tuner:
         self.counts: Counter[str] = Counter()
         self.owner = this_process()
         self.stale = 0
+        self.cancelled_before = 0  # trials a deadline cancelled in earlier runs
         self.results: dict[str, TrialResult] = {}   # grounded config key -> result
         # Trials whose config equals one still running: told when it finishes.
         self.waiting: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
@@ -130,6 +107,8 @@ class Tuner:
         return [float(getattr(result, OBJECTIVES[o])) for o in self.settings.objectives]
 
     def _tell(self, trial, params: dict[str, Any], result: TrialResult, duplicate: bool) -> None:
+        if result.outcome == oc.CANCELLED:  # not a finding: a later run tries it again
+            trial.set_user_attr("cancelled", True)
         # One attribute, not several: each is a storage transaction.
         trial.set_user_attr("result", {
             "outcome": result.outcome, "median_ms": result.median_ms,
@@ -214,7 +193,8 @@ class Tuner:
     def _may_ask(self, trials: int) -> bool:
         state = self.state
         size = self._study_size(state.RUNNING, state.COMPLETE, state.PRUNED, state.FAIL)
-        if size - self.stale >= trials:  # a trial whose process died does not count
+        # Trials whose process died, or that a deadline cancelled, do not count.
+        if size - self.stale - self.cancelled_before >= trials:
             return False
         # Exhaustive: only the enqueued combinations, never a random extra.
         return self.settings.sampler != "exhaustive" or self._study_size(state.WAITING) > 0
@@ -232,6 +212,8 @@ class Tuner:
         begun = time.perf_counter()
         self.deadline = begun + s.timeout if s.timeout else None
         self.stale = reclaim_stale(self.study, self.storage, self.owner)
+        self.cancelled_before = sum("cancelled" in t.user_attrs
+                                    for t in self.study.get_trials(deepcopy=False))
         trials = self._queue_combinations() if s.sampler == "exhaustive" else s.trials
         with self.executor(self.instance, devices=s.devices, compile_workers=s.compile_workers,
                             cache_dir=s.cache_dir, trial_timeout=s.trial_timeout,
@@ -269,7 +251,10 @@ class Tuner:
         done, _ = wait([future], timeout=self._remaining())
         if not done:
             ex.cancel()
-        return future.result()
+        try:
+            return future.result(timeout=CANCEL_GRACE_S if not done else None)
+        except FuturesTimeout:
+            return TrialResult(oc.CANCELLED, config, error="the study's deadline came first")
 
     def _need(self, ex) -> Need:
         """What the kernel needs at its recorded settings: from the `ir` baseline's
@@ -288,7 +273,7 @@ class Tuner:
         joins or resumes queues only those not in the study yet)."""
         combos = list(itertools.islice(self.space.combinations(), self.settings.trials))
         seen = {_params_key(t.system_attrs.get("fixed_params", t.params))
-                for t in self.study.get_trials(deepcopy=False)}
+                for t in self.study.get_trials(deepcopy=False) if "cancelled" not in t.user_attrs}
         for params in combos:
             if _params_key(params) not in seen:
                 self.study.enqueue_trial(params)
@@ -344,9 +329,9 @@ class Tuner:
             self.waiting[key].append((trial, params))
         else:
             self.waiting[key] = []
-            in_flight[ex.submit(config)] = (trial, params)
+            in_flight[ex.submit(config)] = (trial, params, config)
 
-    def _finish(self, future, trial, params: dict[str, Any]) -> None:
+    def _finish(self, future, trial, params: dict[str, Any], config=None) -> None:
         result = future.result()
         key = result.config.key()
         if result.outcome != oc.CANCELLED:  # a cancelled config may run another time
@@ -363,13 +348,14 @@ class Tuner:
         ex.cancel()
         done, _ = wait(list(in_flight), timeout=CANCEL_GRACE_S)
         for future in list(in_flight):
-            trial, params = in_flight.pop(future)
+            trial, params, config = in_flight.pop(future)
             if future in done:
                 self._finish(future, trial, params)
-            else:
-                config = self.space.derive(params)
-                self._tell(trial, params, TrialResult(
-                    oc.CANCELLED, config, error="the study's deadline came first"), False)
+                continue
+            result = TrialResult(oc.CANCELLED, config, error="the study's deadline came first")
+            self._tell(trial, params, result, False)
+            for other, other_params in self.waiting.pop(config.key(), []):
+                self._tell(other, other_params, result, duplicate=True)
 
     def _keep_numerics(self, config: ReplayConfig) -> tuple[ReplayConfig, str | None]:
         """A bitwise study runs only configurations with the build's numerics

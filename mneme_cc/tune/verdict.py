@@ -30,6 +30,8 @@ def speedup(baseline, best) -> float | None:
 def verdict(baseline, best) -> str:
     if best is None:
         return "no configuration verified"
+    if not (baseline and baseline.verified):
+        return "verified, but the application's own kernel was not timed (no comparison)"
     if not beats_application(baseline, best):
         return "no configuration beat the application"
     return "faster than the application"

@@ -10,6 +10,7 @@ import dataclasses
 import multiprocessing
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from mneme_cc.errors import MnemeError
@@ -43,7 +44,10 @@ def _compile_main(conn, db_path: str, name: str, cache_dir: str | None) -> None:
         return
     conn.send({"ready": True})
     while True:
-        message = conn.recv()
+        try:
+            message = conn.recv()
+        except EOFError:
+            return  # the executor is gone
         if message is None:
             return
         config_json, arch = message
@@ -53,7 +57,7 @@ def _compile_main(conn, db_path: str, name: str, cache_dir: str | None) -> None:
             continue
         try:
             compiled = compile_instance(inst, config, arch, cache_dir)
-        except (MnemeError, RuntimeError) as exc:  # llvmlite raises RuntimeError
+        except Exception as exc:  # noqa: BLE001 - LLVM, ptxas, a full cache disk: one line
             conn.send((str(exc).splitlines()[0] if str(exc) else type(exc).__name__, {}))
             continue
         conn.send(("", compiled.seconds))
@@ -82,7 +86,10 @@ def _gpu_main(conn, db_path: str, name: str, cache_dir: str | None, ordinal: int
         return
     conn.send({"ready": replayer.device.arch})
     while True:
-        message = conn.recv()
+        try:
+            message = conn.recv()
+        except EOFError:
+            return  # the executor is gone
         if message is None:
             break
         config = ReplayConfig.from_json(message)
@@ -95,6 +102,9 @@ def _gpu_main(conn, db_path: str, name: str, cache_dir: str | None, ordinal: int
                 os._exit(3)  # the context is lost: a new worker takes over
         except (MnemeError, RuntimeError) as exc:
             conn.send({"outcome": oc.COMPILE_ERROR, "error": str(exc).splitlines()[0]})
+        except Exception as exc:  # noqa: BLE001 - anything else: said, and this worker replaced
+            conn.send({"outcome": oc.RUNTIME_ERROR,
+                       "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"})
     replayer.close()
 
 
@@ -108,8 +118,7 @@ class Worker:
     def __init__(self, db_path: str, name: str, cache_dir: str | None, *extra,
                  start_timeout: float = 600.0, wait: bool = True):
         """Starts the process; with wait=False, ready() waits for it to be ready
-        (so that many start at once: processes are started from one thread,
-        since spawning is not safe from several)."""
+        (so that many start at once)."""
         self.args = (db_path, name, cache_dir, *extra)
         self.start_timeout = start_timeout
         self.restarts = -1
@@ -118,19 +127,24 @@ class Worker:
         # Held by the thread using the process: only that thread closes its pipe
         # (a pipe closed under another thread's feet can close a reused fd).
         self.lock = threading.Lock()
+        # Guards `cancelled` against a process being started at that moment.
+        self._state = threading.Lock()
+        self.process: Any = None
         self.hello: Any = None
         self._launch()
         if wait:
             self.ready()
 
-    def _start(self) -> None:
-        self._launch()
-        self.ready()
-
     def _launch(self) -> None:
-        self.conn, child = _SPAWN.Pipe()
-        self.process = _SPAWN.Process(target=self.target, args=(child, *self.args), daemon=True)
-        self.process.start()
+        conn, child = _SPAWN.Pipe()
+        process = _SPAWN.Process(target=self.target, args=(child, *self.args), daemon=True)
+        with self._state:
+            if self.cancelled:
+                conn.close()
+                child.close()
+                raise MnemeError(f"{self.label}: cancelled")
+            process.start()
+            self.conn, self.process = conn, process
         child.close()
         self.restarts += 1
 
@@ -140,7 +154,7 @@ class Worker:
             raise MnemeError(f"{self.label}: did not start within {self.start_timeout:.0f} s")
         try:
             hello = self.conn.recv()
-        except EOFError:
+        except (EOFError, OSError):
             raise MnemeError(f"{self.label}: died while starting") from None
         if "fatal" in hello:
             raise MnemeError(hello["fatal"])
@@ -155,33 +169,47 @@ class Worker:
         self.process.join()
         self.conn.close()
 
-    def restart(self) -> None:
+    def _restart(self) -> str | None:
+        """Replaces the process (unless cancelled); why it could not, or None."""
         self._kill()
-        if not self.cancelled:
-            self._start()
+        if self.cancelled:
+            return None
+        try:
+            self._launch()
+            self.ready()
+        except MnemeError as exc:
+            return str(exc)
+        return None
 
-    def ask(self, message: Any, timeout: float) -> tuple[str, Any]:
-        """("reply", answer), ("timeout", None) or ("died", exit status); a worker
-        that timed out or died is restarted (unless cancelled)."""
+    def ask(self, message: Any, timeout: float,
+            restart_if: Callable[[Any], bool] | None = None) -> tuple[str, Any]:
+        """("reply", answer), ("timeout", None) or ("died", exit status or why);
+        a worker that timed out, died or gave a reply `restart_if` names is
+        replaced (unless cancelled). Never raises for the worker's sake."""
         with self.lock:
             if self.closed:
-                return "died", None
+                return "died", "closed"
             try:
                 self.conn.send(message)
                 if not self.conn.poll(timeout):
-                    self.restart()
+                    self._restart()
                     return "timeout", None
-                return "reply", self.conn.recv()
+                reply = self.conn.recv()
             except (EOFError, OSError):
                 self.process.join(30)
                 code = self.process.exitcode
-                self.restart()
+                self._restart()
                 return "died", code
+            if restart_if is not None and restart_if(reply):
+                self._restart()
+            return "reply", reply
 
     def cancel(self) -> None:
         """Kills the process: an ask() in progress returns at once."""
-        self.cancelled = True
-        self.process.kill()
+        with self._state:
+            self.cancelled = True
+            if self.process is not None:
+                self.process.kill()
 
     def close(self) -> None:
         if not self.lock.acquire(blocking=not self.cancelled):

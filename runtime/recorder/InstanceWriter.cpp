@@ -91,7 +91,10 @@ bool InstanceWriter::claim(const std::string &Static, const std::string &Dynamic
   return true;
 }
 
-void InstanceWriter::abandon(const std::string &Static, const std::string &Dynamic) const {
+void InstanceWriter::abandon(const std::string &Static, const std::string &Dynamic) {
+  for (const Digest &D : Pending)
+    Known.erase(D);
+  Pending.clear();
   unlink((Directory + "/" + claimFile(Static, Dynamic)).c_str());
 }
 

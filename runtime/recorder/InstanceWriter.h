@@ -63,11 +63,17 @@ public:
 
   // Claims an instance for this process; false if another one holds it.
   bool claim(const std::string &Static, const std::string &Dynamic) const;
-  // Gives a claimed instance up.
-  void abandon(const std::string &Static, const std::string &Dynamic) const;
+  // Gives a claimed instance up; the chunks it noted are no longer known,
+  // since they will not be written.
+  void abandon(const std::string &Static, const std::string &Dynamic);
 
   // Notes a chunk as stored or queued; false if it already was.
-  bool newChunk(const Digest &D) { return Known.insert(D).second; }
+  bool newChunk(const Digest &D) {
+    if (!Known.insert(D).second)
+      return false;
+    Pending.push_back(D);
+    return true;
+  }
   // Whether another process or run has stored the chunk.
   bool storedChunk(const Digest &D) const;
 
@@ -76,7 +82,10 @@ public:
   // chunks; the claim goes once Job is committed.
   void compose(const Instance &I, InstanceJob &Job);
   // Queues Job; blocks while too much host memory is pending.
-  void submit(std::unique_ptr<InstanceJob> Job) { Writer->submit(std::move(Job)); }
+  void submit(std::unique_ptr<InstanceJob> Job) {
+    Pending.clear();
+    Writer->submit(std::move(Job));
+  }
 
 private:
   Digest queueArguments(const std::string &Args, InstanceJob &Job);
@@ -104,6 +113,8 @@ private:
   std::string Directory;
   std::unique_ptr<DatabaseWriter> Writer;
   std::unordered_set<Digest, DigestHasher> Known;
+  // Chunks the instance being captured noted: known only once it is submitted.
+  std::vector<Digest> Pending;
 };
 
 } // namespace mneme::recorder

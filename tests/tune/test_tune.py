@@ -686,3 +686,38 @@ def test_the_dataset_holds_every_trial_as_parquet_and_as_t4(instance, tmp_path):
              "no such record database")):
         out = run(["mneme", "dataset", "-rdb", db, *args], check=False)
         assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_worker_that_cannot_be_restarted_answers_died_and_never_raises(tmp_path):
+    from tune_doubles import flaky_worker_main
+
+    from mneme_cc.tune.workers import Worker
+
+    class Flaky(Worker):
+        target = staticmethod(flaky_worker_main)
+
+    worker = Flaky(str(tmp_path / "started"), "x", None)
+    try:
+        kind, reply = worker.ask("one", 30, restart_if=lambda r: r["outcome"] == "runtime_error")
+        assert kind == "reply" and reply["echo"] == "one"
+        assert worker.ask("two", 30)[0] == "died"  # the restart failed: said, not raised
+        worker.cancel()
+        assert worker.ask("three", 30)[0] == "died"
+    finally:
+        worker.close()
+
+
+def test_damaged_trial_lines_are_left_out_and_counted_everywhere(instance, tmp_path):
+    tune(instance, tmp_path, space="quick", trials=6, out_dir=instance.db.path / "tune" / "one")
+    trials = instance.db.path / "tune" / "one" / "trials.jsonl"
+    good = trials.read_text().splitlines()
+    bad = [dict(json.loads(good[0]), stage_seconds=[1]), dict(json.loads(good[0]), outcome=[1]),
+           {k: v for k, v in json.loads(good[0]).items() if k != "values"},
+           dict(json.loads(good[0]), samples_ms=["x"])]
+    trials.write_text("\n".join(good + [json.dumps(b) for b in bad]) + "\n")
+    for out in ("t.json", "t.parquet"):
+        done = run(["mneme", "dataset", "-rdb", str(instance.db.path), "--out",
+                    str(tmp_path / out)])
+        assert "3 damaged line(s) left out" in done.stderr
+    done = run(["mneme", "report", "-rdb", str(instance.db.path)], check=False)
+    assert "Traceback" not in done.stderr

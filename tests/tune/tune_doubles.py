@@ -114,3 +114,18 @@ class HangingExecutor(FakeExecutor):
             for future, config in self.pending:
                 if not future.done():
                     future.set_result(TrialResult(oc.CANCELLED, config, error="cancelled"))
+
+
+def flaky_worker_main(conn, marker: str, *_):
+    """A worker process that answers once and cannot start again (its first
+    start leaves a marker file; a second start finds it and says why)."""
+    import os
+
+    if os.path.exists(marker):
+        conn.send({"fatal": "the GPU is gone"})
+        return
+    open(marker, "w").close()
+    conn.send({"ready": "sm_90"})
+    while (message := conn.recv()) is not None:
+        conn.send({"outcome": "runtime_error", "echo": message})
+        os._exit(3)
