@@ -1,0 +1,252 @@
+"""mneme-nvcc: nvcc's command line, compiled by clang with the mneme plugin.
+
+A build written for nvcc (`make NVCC=mneme-nvcc`, `CMAKE_CUDA_COMPILER=mneme-nvcc`)
+keeps its flags: each nvcc option is translated to clang's, and the result
+goes through mneme-cxx (`driver.clang_command("c++", ...)`), which adds the
+toolkit, the pass plugin and the shared CUDA runtime.
+
+nvcc's semantics are kept where clang's defaults differ: `-O` sets the host
+level only and device code is optimised (-O3) unless `-G`; `-g` is for host
+code, `-lineinfo` and `-G` for device code; the floating-point switches
+(`--ftz`, `--prec-div`, `--prec-sqrt`, `--fmad`, `--use_fast_math`) act on
+device code, each on its own, with nvcc's defaults (correctly rounded
+division and square root, contraction on); `-Xcompiler` options reach only
+the host side. Every link gets the CUDA runtime, as with nvcc.
+
+An nvcc option with no clang equivalent, and an option nvcc does not have,
+is a one-line error with exit status 2. The clang spellings that CMake
+sends (it identifies mneme-nvcc as clang from `--version`) pass unchanged.
+docs/from-nvcc.md has the whole table.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+from mneme_cc.build import driver, toolchain
+from mneme_cc.build.nvcc_options import _SOURCE_SUFFIXES, LENIENCY, QUIET, TOOL, NvccError, Translation
+from mneme_cc.build.nvcc_translate import read_command_line
+from mneme_cc.errors import MnemeError
+
+# ----------------------------------------------------------------------------
+# Putting the clang command line together
+
+
+def translate(argv: list[str]) -> Translation:
+    """nvcc's arguments as clang's (`Translation.args`), or a `--help`/`--version`
+    action; an NvccError (one line) for an option clang cannot take."""
+    tr = read_command_line(argv)
+    if tr.action is None:
+        _finish(tr)
+    return tr
+
+
+def _is_object(path: str) -> bool:
+    return path.endswith((".o", ".obj", ".a", ".so", ".lo")) or ".so." in Path(path).name
+
+
+def _language_of(tr: Translation, path: str) -> str | None:
+    """The language clang must be told for an input (None: clang's own choice, or no source)."""
+    if _is_object(path):
+        return None
+    if tr.language:
+        return tr.language
+    if path.endswith(".c"):
+        return "c"  # nvcc compiles .c files as C; clang++ would take them as C++
+    return None
+
+
+def _sources(tr: Translation) -> list[str]:
+    return [args[0] for kind, args in tr.tail if kind == "input" and
+            (args[0].endswith(_SOURCE_SUFFIXES) or _language_of(tr, args[0]) is not None)]
+
+
+def _is_cuda(tr: Translation, path: str) -> bool:
+    language = _language_of(tr, path)
+    return language == "cuda" or (language is None and path.endswith(".cu"))
+
+
+def _inputs_and_links(tr: Translation) -> tuple[list[str], list[str]]:
+    """The inputs, with `-x` wherever nvcc's language is not clang's, and the link items;
+    each in the order given (nvcc, too, puts libraries after every input)."""
+    inputs: list[str] = []
+    current: str | None = None
+    for kind, args in tr.tail:
+        if kind == "input":
+            wanted = _language_of(tr, args[0])
+            if wanted != current:
+                inputs += ["-x", wanted or "none"]
+                current = wanted
+            inputs += args
+    links = [a for kind, args in tr.tail if kind == "link" for a in args]
+    return inputs, links
+
+
+def _archs(tr: Translation) -> list[str]:
+    archs = list(tr.archs)
+    names = tr.codes or ([tr.virtual_arch] if tr.virtual_arch else [])
+    for name in names:
+        archs.append("sm_" + name.split("_", 1)[1])
+    return list(dict.fromkeys(archs))
+
+
+def device_flags(tr: Translation) -> list[str]:
+    """Device-side flags for nvcc's semantics (after the user's, so they hold)."""
+    dev = "-Xarch_device"
+    flags: list[str] = []
+    if tr.device_debug and not tr.device_opt:
+        flags += [dev, "-O0", dev, "-g", "--cuda-noopt-device-debug"]
+    else:
+        flags += [dev, "-O3"]  # nvcc's -O is the host's; device code is optimised
+        if tr.lineinfo or tr.device_debug:
+            flags += [dev, "-gline-tables-only"]
+    fast = tr.fast_math
+    if tr.fp.get("ftz", fast):
+        flags.append("-fgpu-flush-denormals-to-zero")
+    if not tr.fp.get("prec-div", not fast):
+        # Approximate division and reciprocals (div.approx), as IR flags that replay keeps.
+        flags += [dev, "-freciprocal-math", dev, "-fapprox-func"]
+    if tr.fp.get("prec-sqrt", not fast):
+        flags += [dev, "-mllvm=-nvvm-reflect-add=__CUDA_PREC_SQRT=1"]  # sqrt.rn, nvcc's default
+    if not tr.fp.get("fmad", True):
+        flags += [dev, "-ffp-contract=off"]
+    if fast:
+        flags.append("-fgpu-approx-transcendentals")  # sinf as __sinf, ...
+    return flags
+
+
+def _host_flags(tr: Translation, cuda: bool) -> list[str]:
+    flags: list[str] = []
+    for group in tr.host:
+        if cuda and len(group) == 1 and group[0].startswith("-") and \
+                group[0] not in driver._TAKES_VALUE:
+            flags += ["-Xarch_host", group[0]]
+        else:
+            flags += group
+    return flags
+
+
+def _toolkit_includes(cuda: bool) -> list[str]:
+    """nvcc's implicit include directories that clang does not add."""
+    toolkit = toolchain.find_cuda_toolkit()
+    if toolkit is None:
+        return []
+    flags = [] if cuda else [f"-I{toolkit / 'include'}"]
+    if (toolkit / "include" / "cccl").is_dir():  # CUDA 13: Thrust, CUB, libcu++
+        flags += ["-isystem", str(toolkit / "include" / "cccl")]
+    return flags
+
+
+def _link_flags(tr: Translation) -> list[str]:
+    flags = [] if tr.cudart == "none" else ["-lcudart"]
+    flags += ["-lrt", "-lpthread", "-ldl"]  # what nvcc links, so host code may rely on them
+    toolkit = toolchain.find_cuda_toolkit()
+    if toolkit is not None:
+        stubs = toolkit / "lib64" / "stubs"
+        if stubs.is_dir():
+            flags.append(f"-L{stubs}")  # libcuda.so for -lcuda, as nvcc finds it
+        if not any(a.startswith("--cuda-path=") for a in tr.front):
+            flags.append(f"--cuda-path={toolkit}")  # clang's device link finds nvlink there
+    return flags
+
+
+def _finish(tr: Translation) -> None:
+    sources = _sources(tr)
+    cuda = [p for p in sources if _is_cuda(tr, p)]
+    if tr.output_kind and tr.output is None and len(sources) == 1:
+        tr.front += ["-o", Path(sources[0]).stem + "." + tr.output_kind]
+    front: list[str] = list(QUIET)
+    if sources:
+        front += LENIENCY + _toolkit_includes(bool(cuda))
+    if cuda:
+        front += [f"--cuda-gpu-arch={a}" for a in _archs(tr)]
+        if tr.rdc:
+            front.append("-fgpu-rdc")
+            tr.warnings.append(
+                "relocatable device code (-rdc=true, -dc) builds and runs, but its objects carry "
+                "no mneme IR yet: their kernels cannot be recorded")
+    inputs, links = _inputs_and_links(tr)
+    args = front + tr.front + _host_flags(tr, bool(cuda))
+    if not tr.static_lib and "-r" not in tr.front and driver.analyse(args + inputs).links:
+        # nvcc links inputs and libraries as one group: their order does not matter.
+        args += ["-Wl,--start-group", *inputs, *links, *_link_flags(tr), "-Wl,--end-group"]
+    else:
+        args += inputs + links
+    if cuda:
+        args += device_flags(tr)
+    tr.args = args
+
+
+# ----------------------------------------------------------------------------
+# The command
+
+
+def cuda_release(toolkit: Path) -> str | None:
+    """The toolkit's release ("13.0") from its cuda.h, or None."""
+    try:
+        text = (toolkit / "include" / "cuda.h").read_text(errors="replace")
+    except OSError:
+        return None
+    match = re.search(r"#define\s+CUDA_VERSION\s+(\d+)", text)
+    return f"{int(match.group(1)) // 1000}.{int(match.group(1)) % 1000 // 10}" if match else None
+
+
+def _print_version() -> list[str]:
+    from mneme_cc import __version__
+
+    # CMake tells the CUDA compiler's kind from this output: "clang version"
+    # (clang's own line, below) makes it drive mneme-nvcc as clang.
+    print(f"{TOOL} {__version__}: nvcc's command line, compiled by clang with the mneme plugin")
+    toolkit = toolchain.find_cuda_toolkit()
+    release = cuda_release(toolkit) if toolkit else None
+    if toolkit and release:
+        print(f"Cuda compilation tools, release {release} (the toolkit at {toolkit})")
+    return [toolchain.select_clang(), "--version"]
+
+
+def _print_help() -> None:
+    print(f"usage: {TOOL} [nvcc options] files...\n"
+          "Takes nvcc's command line and compiles with clang and the mneme plugin, so the\n"
+          "program carries its device IR (mneme inspect) and can be recorded (mneme record).\n"
+          "Options, what each becomes and what differs from nvcc: docs/from-nvcc.md.")
+
+
+def nvcc_command(argv: list[str]) -> list[str] | None:
+    """The clang command for an nvcc command line (None: nothing to run).
+
+    Raises:
+        NvccError: the command line cannot be translated.
+        MnemeError: the toolchain does not allow the build.
+    """
+    tr = translate(argv)
+    if tr.action == "help":
+        _print_help()
+        return None
+    if tr.action == "version":
+        return _print_version()
+    for warning in tr.warnings:
+        print(f"{TOOL}: warning: {warning}", file=sys.stderr)
+    return driver.clang_command("c++", tr.args)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`mneme-nvcc`: drop-in nvcc that compiles with clang and the mneme plugin."""
+    try:
+        command = nvcc_command(sys.argv[1:] if argv is None else argv)
+    except NvccError as exc:
+        print(f"{TOOL}: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except MnemeError as exc:
+        print(f"{TOOL}: error: {exc}", file=sys.stderr)
+        sys.exit(1)
+    if command is None:
+        sys.exit(0)
+    sys.stdout.flush()
+    os.execv(command[0], command)
+
+
+if __name__ == "__main__":
+    main()
