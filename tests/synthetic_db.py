@@ -28,9 +28,14 @@ def _chunks(db: Path, data: bytes) -> list[tuple[int, str]]:
     return refs if data else []
 
 
-def make_database(db: Path, a: np.ndarray, b: np.ndarray, out_after: np.ndarray) -> dict:
+def make_database(db: Path, a: np.ndarray, b: np.ndarray, out_after: np.ndarray,
+                  bitcode: bytes | None = None,
+                  kernel: tuple[str, str] = ("_Z3addPKfS0_Pfi",
+                                             "add(float const*, float const*, float*, int)")
+                  ) -> dict:
     """One kernel `add(float const*, float const*, float*, int)`, one instance:
-    allocations a, b and out (zeros before, out_after after)."""
+    allocations a, b and out (zeros before, out_after after). `bitcode` and
+    `kernel` (mangled, demangled) give a real module of that signature instead."""
     _native.init_database(str(db))
     base = 0x200000000000
     out_before = np.zeros_like(out_after)
@@ -41,8 +46,8 @@ def make_database(db: Path, a: np.ndarray, b: np.ndarray, out_after: np.ndarray)
         np.array([n, 0], np.int32).tobytes()
     static, dynamic = "00112233445566aa", "8899aabbccddeeff"
     entry = {
-        "format": "mneme-instance", "version": 1, "kernel": "_Z3addPKfS0_Pfi",
-        "demangled": "add(float const*, float const*, float*, int)",
+        "format": "mneme-instance", "version": 1, "kernel": kernel[0],
+        "demangled": kernel[1],
         "static_hash": static, "dynamic_hash": dynamic, "has_ir": True,
         "launch": {"api": "cudaLaunchKernel", "grid": [4, 1, 1], "block": [256, 1, 1],
                    "cluster": None, "shared_mem_bytes": 0, "cooperative": False,
@@ -72,7 +77,7 @@ def make_database(db: Path, a: np.ndarray, b: np.ndarray, out_after: np.ndarray)
                 + [{**prologue["regions"][2], "chunks": changed}]}
     (db / entry["prologue"]).write_bytes(_native.encode_state(prologue))
     (db / entry["epilogue"]).write_bytes(_native.encode_state(epilogue))
-    bitcode = b"BC\xc0\xde" + bytes(60)
+    bitcode = bitcode or b"BC\xc0\xde" + bytes(60)
     (db / f"RecordedIR_{static}.bc").write_bytes(bitcode)
     kernel = {"format": "mneme-kernel", "version": 1, "static_hash": static,
               "name": entry["kernel"], "demangled": entry["demangled"], "has_ir": True,

@@ -1,4 +1,4 @@
-"""`mneme export -rdb DIR [BEST.json...] --proteus FILE --mneme FILE`."""
+"""`mneme export -rdb DIR [BEST.json...] --proteus FILE --mneme FILE --bundle DIR`."""
 
 from __future__ import annotations
 
@@ -22,21 +22,24 @@ def export(
         help="PROTEUS_TUNED_KERNELS file to write or merge into.")] = None,
     mneme: Annotated[Optional[Path], typer.Option(
         help="mneme-cc's tuned-kernels file (full configs, launch geometry).")] = None,
+    bundle: Annotated[Optional[Path], typer.Option(
+        help="A directory for the deployable bundle: each winner's cubin and a manifest "
+             "(docs/deploy.md).")] = None,
 ) -> None:
     """Write the best verified configurations for deployment."""
     from mneme_cc.errors import UsageError
     from mneme_cc.tune.export import export as export_files
     from mneme_cc.tune.study_dir import best_files
 
-    if proteus is None and mneme is None:
-        raise UsageError("say where to write: --proteus FILE, --mneme FILE, or both")
+    if proteus is None and mneme is None and bundle is None:
+        raise UsageError("say where to write: --proteus FILE, --mneme FILE, --bundle DIR")
     files = list(best or [])
     if database is not None:
         files += best_files(database)
     if not files:
         raise UsageError("nothing to export: give best.json files or -rdb DIR with tuned "
                          "studies (run `mneme tune` first)")
-    written = export_files(files, proteus, mneme)
+    written = export_files(files, proteus, mneme, bundle, database)
     for entry in written.values():
         if "skipped" in entry:
             print(f"mneme export: {entry['skipped']}", file=sys.stderr)

@@ -72,8 +72,44 @@ def _load(path: Path, what: str) -> dict[str, Any]:
         raise UsageError(f"{exc}; it is merged into, so fix or move it") from None
 
 
-def export(best_files: list[Path], proteus: Path | None, mneme: Path | None) -> dict[str, Any]:
-    """Merges each best.json into the two files; returns what was written per kernel."""
+def export(best_files: list[Path], proteus: Path | None, mneme: Path | None,
+           bundle: Path | None = None, database: Path | None = None) -> dict[str, Any]:
+    """Merges each best.json into the two files and writes the bundle; returns
+    what was written per kernel."""
+    chosen, written = choose(best_files)
+    if not chosen:
+        return written
+    if proteus is not None:
+        # One entry per kernel: Proteus does not key by launch shape, so the
+        # shape with the largest speedup wins.
+        with locked(proteus):
+            written.update(_merge_proteus(proteus, chosen))
+    if mneme is not None:
+        with locked(mneme):
+            for kernel, shapes in _merge_mneme(mneme, chosen).items():
+                written.setdefault(kernel, {})["mneme"] = shapes
+    if bundle is not None:
+        for entry in _bundle(bundle, chosen, database):
+            written.setdefault(entry.kernel, {}).setdefault("bundle", []).append(entry.cubin)
+    return written
+
+
+def _bundle(path: Path, chosen, database: Path | None) -> list:
+    """The bundle of the chosen winners, compiled from their instances' IR."""
+    from mneme_cc.deploy.bundle import write_bundle
+    from mneme_cc.record import RecordDB
+
+    triples = []
+    for best_path, record, config in chosen.values():
+        # DIR/tune/<study>/best.json belongs to the record database DIR.
+        db = RecordDB(database or best_path.resolve().parents[2])
+        triples.append((record, config, db.find(rid=str(record.get("instance")))))
+    return write_bundle(path, triples, lambda record: str(record.get("arch") or "sm_90"))
+
+
+def choose(best_files: list[Path]) -> tuple[dict, dict[str, Any]]:
+    """The fastest verified configuration per kernel and launch shape among the
+    best.json files, and the kernels left out (no configuration beat the application)."""
     if not best_files:
         raise UsageError("nothing to export: no best.json (run `mneme tune` first)")
     records = []
@@ -108,18 +144,7 @@ def export(best_files: list[Path], proteus: Path | None, mneme: Path | None) -> 
             chosen[key] = (path, record, config)
     written: dict[str, Any] = {kernel: {"skipped": why} for kernel, why in skipped.items()
                                if not any(k == kernel for k, _ in chosen)}
-    if not chosen:
-        return written
-    if proteus is not None:
-        # One entry per kernel: Proteus does not key by launch shape, so the
-        # shape with the largest speedup wins.
-        with locked(proteus):
-            written.update(_merge_proteus(proteus, chosen))
-    if mneme is not None:
-        with locked(mneme):
-            for kernel, shapes in _merge_mneme(mneme, chosen).items():
-                written.setdefault(kernel, {})["mneme"] = shapes
-    return written
+    return chosen, written
 
 
 def _merge_proteus(proteus: Path, chosen) -> dict[str, Any]:

@@ -1,0 +1,188 @@
+"""A bundle: every tuned kernel's verified winner as a deployable unit.
+
+    DIR/manifest.json     format "mneme-bundle", version 1, one entry per kernel
+                          and recorded launch shape (docs/deploy.md)
+    DIR/<name>.cubin      the winner compiled for the GPU it was tuned on
+
+An entry is keyed by the kernel's mangled symbol, the GPU arch, the SHA-256
+of the kernel's recorded IR and the recorded launch shape; it says how to
+serve a matching launch (the tuned geometry and dynamic shared memory), with
+the full ReplayConfig, its verification outcome and speedup. A bundle is
+untrusted input when read: every field is checked, every cubin must be a
+plain file of the bundle whose digest matches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from mneme_cc.errors import MnemeError, UsageError
+from mneme_cc.fileio import write_text_atomic
+
+FORMAT, VERSION = "mneme-bundle", 1
+MANIFEST = "manifest.json"
+Dim3 = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class BundleEntry:
+    kernel: str                 # mangled symbol
+    demangled: str
+    arch: str                   # "sm_90"
+    ir_sha256: str
+    launch: dict[str, Any]      # the recorded shape: grid, block, shared_mem_bytes
+    serve: dict[str, Any]       # how a matching launch runs: grid, block, shared_mem_bytes
+    cubin: str                  # file name in the bundle
+    cubin_sha256: str
+    config: dict[str, Any]
+    outcome: str
+    median_ms: float
+    baseline_ms: float | None
+    speedup: float | None
+    instance: str
+    device: str
+
+    def shape(self) -> tuple[Dim3, Dim3, int]:
+        return (tuple(self.launch["grid"]), tuple(self.launch["block"]),
+                self.launch["shared_mem_bytes"])
+
+
+def _dims(value: Any) -> bool:
+    return isinstance(value, list) and len(value) == 3 and all(
+        isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in value)
+
+
+def _shape_ok(shape: Any) -> bool:
+    return isinstance(shape, dict) and _dims(shape.get("grid")) and _dims(shape.get("block")) \
+        and isinstance(shape.get("shared_mem_bytes"), int) and shape["shared_mem_bytes"] >= 0
+
+
+class Bundle:
+    def __init__(self, path: Path, entries: list[BundleEntry]):
+        self.path, self.entries = path, entries
+
+    def cubin(self, entry: BundleEntry) -> bytes:
+        """The entry's cubin, checked against its digest."""
+        path = self.path / entry.cubin
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot be read ({exc.strerror}); the bundle is "
+                             "incomplete: export it again") from None
+        if hashlib.sha256(data).hexdigest() != entry.cubin_sha256:
+            raise UsageError(f"{path}: does not match its digest in {MANIFEST}; the bundle is "
+                             "damaged: export it again")
+        return data
+
+    def match(self, kernel: str, arch: str, ir_sha256: str, grid: Dim3, block: Dim3,
+              shared_mem_bytes: int, nearest: bool = False) -> tuple[BundleEntry | None, str]:
+        """The entry that serves this launch, or None and why the launch passes through.
+        Exact: same kernel, arch, IR and launch shape. `nearest`: the same kernel, arch
+        and IR at the recorded shape closest in threads and blocks."""
+        mine = [e for e in self.entries if e.kernel == kernel]
+        if not mine:
+            return None, "not tuned"
+        archs = sorted({e.arch for e in mine})
+        if not (mine := [e for e in mine if e.arch == arch]):
+            return None, f"tuned for another GPU ({', '.join(archs)}, not {arch})"
+        if not (mine := [e for e in mine if e.ir_sha256 == ir_sha256]):
+            return None, "the kernel's IR changed since it was tuned (rebuild, record, tune again)"
+        shape = (tuple(grid), tuple(block), shared_mem_bytes)
+        for entry in mine:
+            if entry.shape() == shape:
+                return entry, "tuned for this launch shape"
+        if not nearest:
+            return None, "no entry for this launch shape (--match nearest serves the closest)"
+
+        def distance(entry: BundleEntry) -> tuple[float, float]:
+            g, b, _ = entry.shape()
+            return (abs(math.log(math.prod(b) / math.prod(block))),
+                    abs(math.log(math.prod(g) / math.prod(grid))))
+
+        return min(mine, key=distance), "the nearest recorded launch shape"
+
+
+def _entry(raw: Any, where: Path, path: Path) -> BundleEntry:
+    try:
+        entry = BundleEntry(**raw)
+    except TypeError as exc:
+        raise UsageError(f"{where}: an entry is malformed ({exc}); export the bundle again") \
+            from None
+    text = {"kernel": entry.kernel, "demangled": entry.demangled, "arch": entry.arch,
+            "ir_sha256": entry.ir_sha256, "cubin": entry.cubin,
+            "cubin_sha256": entry.cubin_sha256, "outcome": entry.outcome}
+    bad = [k for k, v in text.items() if not isinstance(v, str) or not v]
+    if not _shape_ok(entry.launch) or not _shape_ok(entry.serve):
+        bad.append("launch/serve")
+    if not isinstance(entry.config, dict):
+        bad.append("config")
+    if "/" in entry.cubin or "\\" in entry.cubin or entry.cubin in (".", "..") or \
+            "\0" in entry.cubin or (path / entry.cubin).is_symlink():
+        bad.append(f"cubin {entry.cubin!r} is not a file of the bundle")
+    if bad:
+        raise UsageError(f"{where}: the entry for {entry.kernel!r} has bad fields: "
+                         f"{', '.join(bad)}; export the bundle again")
+    return entry
+
+
+def load_bundle(path: str | Path) -> Bundle:
+    path = Path(path)
+    where = path / MANIFEST
+    try:
+        raw = json.loads(where.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{path}: not a bundle (no {MANIFEST}); write one with "
+                         "`mneme export --bundle DIR`") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{where}: unreadable ({exc}); export the bundle again") from None
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT or raw.get("version") != VERSION:
+        raise UsageError(f"{where}: not a {FORMAT} version {VERSION} manifest")
+    if not isinstance(raw.get("kernels"), list):
+        raise UsageError(f"{where}: 'kernels' is not a list")
+    return Bundle(path, [_entry(e, where, path) for e in raw["kernels"]])
+
+
+def write_bundle(path: Path, chosen: list[tuple[dict[str, Any], Any, Any]], arch_of) -> list:
+    """Writes the bundle for the chosen (best record, ReplayConfig, instance) triples;
+    `arch_of(record)` is the GPU arch to compile for. Returns the entries."""
+    from mneme_cc.replay.compiler import compile_instance
+
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{path}: exists and is not a directory")
+    path.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for record, config, inst in chosen:
+        kernel = inst.db.kernel(inst.static_hash)
+        if not kernel.has_ir:
+            raise UsageError(f"{inst.demangled}: no recorded IR to compile a bundle from")
+        arch = arch_of(record)
+        try:
+            compiled = compile_instance(inst, config, arch)
+        except MnemeError as exc:
+            raise UsageError(f"{inst.demangled}: the winner does not compile here: {exc}") \
+                from None
+        shape = json.dumps(record["launch"], sort_keys=True).encode()
+        name = f"{inst.static_hash}-{hashlib.sha256(shape).hexdigest()[:12]}.cubin"
+        (path / name).write_bytes(compiled.cubin)
+        launch = record["launch"]
+        serve = {"grid": list(config.grid or launch["grid"]),
+                 "block": list(config.block or launch["block"]),
+                 "shared_mem_bytes": config.shared_mem_bytes
+                 if config.shared_mem_bytes is not None else launch["shared_mem_bytes"]}
+        entries.append(BundleEntry(
+            kernel=inst.kernel_name, demangled=inst.demangled, arch=arch,
+            ir_sha256=hashlib.sha256(kernel.bitcode()).hexdigest(), launch=launch, serve=serve,
+            cubin=name, cubin_sha256=hashlib.sha256(compiled.cubin).hexdigest(),
+            config=config.to_dict(), outcome=record.get("outcome", "verified"),
+            median_ms=record["median_ms"], baseline_ms=record.get("baseline_ms"),
+            speedup=record.get("speedup"), instance=inst.name,
+            device=str(record.get("device"))))
+    write_text_atomic(path / MANIFEST, json.dumps(
+        {"format": FORMAT, "version": VERSION, "kernels": [asdict(e) for e in entries]},
+        indent=2) + "\n")
+    return entries

@@ -1,0 +1,109 @@
+"""Bundles: the verified winners as deployable units (manifest, cubins, matching)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run
+
+from mneme_cc.deploy import load_bundle
+from mneme_cc.errors import UsageError
+from mneme_cc.record import RecordDB
+from mneme_cc.replay.config import ReplayConfig
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+@pytest.fixture
+def tuned(tmp_path):
+    """A database of vector_add's real IR (built here with mneme-cxx) with one study's
+    best.json."""
+    import numpy as np
+    from synthetic_db import make_database
+
+    from mneme_cc.build import read_embedded_modules
+
+    obj = tmp_path / "vector_add.o"
+    run(["mneme-cxx", "-O3", "-c", str(EXAMPLES / "vector_add" / "vector_add.cu"), "-o",
+         str(obj)])
+    (module,) = read_embedded_modules(obj)
+    a = np.arange(1024, dtype=np.float32)
+    db = tmp_path / "db"
+    make_database(db, a, a, a + a, bitcode=module.bitcode,
+                  kernel=("_Z10vector_addPKfS0_Pfi",
+                          "vector_add(float const*, float const*, float*, int)"))
+    (inst,) = RecordDB(db).instances
+    best = {"kernel": inst.kernel_name, "demangled": inst.demangled, "instance": inst.name,
+            "study": "s", "launch": {"grid": list(inst.grid), "block": list(inst.block),
+                                     "shared_mem_bytes": inst.shared_mem_bytes},
+            "config": ReplayConfig(pipeline="default<O2>", launch_bounds=True).to_dict(),
+            "median_ms": 0.8, "samples_ms": [0.8], "baseline_ms": 1.0, "speedup": 1.25,
+            "measured_speedup": 1.25, "beats_application": True, "registers": 16,
+            "device": "NVIDIA H100", "arch": "sm_90"}
+    (db / "tune" / "s").mkdir(parents=True)
+    (db / "tune" / "s" / "best.json").write_text(json.dumps(best))
+    return db, inst
+
+
+def test_a_bundle_round_trips_and_matches_by_kernel_arch_ir_and_shape(tuned, tmp_path):
+    db, inst = tuned
+    out = run(["mneme", "export", "-rdb", str(db), "--bundle", str(tmp_path / "b")])
+    assert json.loads(out.stdout)[inst.kernel_name]["bundle"]
+    bundle = load_bundle(tmp_path / "b")
+    (entry,) = bundle.entries
+    assert bundle.cubin(entry)[:4] == b"\x7fELF" and entry.arch == "sm_90"
+    ir = hashlib.sha256(RecordDB(db).kernel(inst.static_hash).bitcode()).hexdigest()
+    assert entry.ir_sha256 == ir and entry.config["launch_bounds"] is True
+    assert entry.serve == entry.launch and entry.speedup == 1.25
+    key = (inst.kernel_name, "sm_90", ir, inst.grid, inst.block, inst.shared_mem_bytes)
+    assert bundle.match(*key)[0] == entry
+    assert bundle.match("_Z5otherv", *key[1:]) == (None, "not tuned")
+    assert "another GPU" in bundle.match(key[0], "sm_80", *key[2:])[1]
+    assert "IR changed" in bundle.match(key[0], key[1], "0" * 64, *key[3:])[1]
+    other = (key[0], key[1], ir, (inst.grid[0] * 2, 1, 1), inst.block, inst.shared_mem_bytes)
+    assert "--match nearest" in bundle.match(*other)[1]
+    assert bundle.match(*other, nearest=True)[0] == entry
+
+
+def test_damaged_bundles_are_one_line_errors_naming_the_file(tuned, tmp_path):
+    db, _ = tuned
+    run(["mneme", "export", "-rdb", str(db), "--bundle", str(tmp_path / "b")])
+    bundle = load_bundle(tmp_path / "b")
+    (entry,) = bundle.entries
+    cubin = tmp_path / "b" / entry.cubin
+    cubin.write_bytes(b"not a cubin")
+    with pytest.raises(UsageError, match=f"{cubin}: does not match its digest"):
+        bundle.cubin(entry)
+    cubin.unlink()
+    with pytest.raises(UsageError, match=f"{cubin}: cannot be read"):
+        bundle.cubin(entry)
+    manifest = tmp_path / "b" / "manifest.json"
+    raw = json.loads(manifest.read_text())
+    for damage, message in (
+            ({"version": 9}, "not a mneme-bundle version 1"),
+            ({"kernels": {}}, "'kernels' is not a list"),
+            ({"kernels": [dict(raw["kernels"][0], cubin="../x.cubin")]}, "not a file of the"),
+            ({"kernels": [dict(raw["kernels"][0], launch={"grid": [0, 1, 1]})]},
+             "launch/serve"),
+            ({"kernels": [{"kernel": "k"}]}, "an entry is malformed")):
+        manifest.write_text(json.dumps({**raw, **damage}))
+        with pytest.raises(UsageError, match=message):
+            load_bundle(tmp_path / "b")
+    manifest.write_text("{")
+    with pytest.raises(UsageError, match="unreadable"):
+        load_bundle(tmp_path / "b")
+    with pytest.raises(UsageError, match="not a bundle"):
+        load_bundle(tmp_path)
+
+
+def test_a_kernel_that_never_beat_the_application_is_not_bundled(tuned, tmp_path):
+    db, inst = tuned
+    best = db / "tune" / "s" / "best.json"
+    best.write_text(json.dumps(dict(json.loads(best.read_text()), beats_application=False,
+                                    measured_speedup=0.9)))
+    out = run(["mneme", "export", "-rdb", str(db), "--bundle", str(tmp_path / "b")])
+    assert "no configuration beat the application" in out.stderr
+    assert not (tmp_path / "b").exists()
