@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -150,20 +152,48 @@ def choose(best_files: list[Path]) -> tuple[dict, dict[str, Any]]:
 def _merge_proteus(proteus: Path, chosen) -> dict[str, Any]:
     """Merges the chosen configs into a PROTEUS_TUNED_KERNELS file (under its lock)."""
     table = _load(proteus, "PROTEUS_TUNED_KERNELS")
-    per_kernel: dict[str, tuple[dict, ReplayConfig]] = {}
-    for (kernel, _), (_, record, config) in chosen.items():
+    per_kernel: dict[str, tuple[Path, dict, ReplayConfig]] = {}
+    for (kernel, _), (path, record, config) in chosen.items():
         if kernel not in per_kernel or (record.get("speedup") or 0) > \
-                (per_kernel[kernel][0].get("speedup") or 0):
-            per_kernel[kernel] = (record, config)
+                (per_kernel[kernel][1].get("speedup") or 0):
+            per_kernel[kernel] = (path, record, config)
     written: dict[str, Any] = {}
-    for kernel, (record, config) in per_kernel.items():
+    for kernel, (path, record, config) in per_kernel.items():
         try:
             table[kernel] = proteus_entry(config, tuple(record["launch"]["block"]))
         except UsageError as exc:
             raise UsageError(f"{record.get('demangled') or kernel}: {exc}") from None
         written.setdefault(kernel, {})["proteus"] = table[kernel]
+        if config.specialize_args:
+            hint = annotation_hint(kernel, config.specialize_args, path)
+            written[kernel]["proteus_annotation"] = hint
+            print(f"mneme export: {record.get('demangled') or kernel}: Proteus specialises "
+                  f"only annotated arguments: add {hint['annotation']} to the kernel "
+                  f"({hint['where']})", file=sys.stderr)
     write_text_atomic(proteus, json.dumps(table, indent=2, sort_keys=True) + "\n")
     return written
+
+
+def annotation_hint(kernel: str, args, best_path: Path) -> dict[str, Any]:
+    """The `annotate("jit", ...)` Proteus needs to specialise these arguments (it
+    numbers them from 1), and where the kernel is defined: the source file and,
+    from debug information, the line."""
+    annotation = f'__attribute__((annotate("jit", {", ".join(str(i + 1) for i in args)})))'
+    where = "its definition"
+    try:
+        from mneme_cc.record import RecordDB
+        from mneme_cc.replay.llvm import llvm_binding
+
+        db = RecordDB(best_path.resolve().parents[2])
+        text = str(llvm_binding().parse_bitcode(db.kernel(kernel).bitcode()))
+    except Exception:  # noqa: BLE001 - a hint: without the IR, it names no place
+        return {"annotation": annotation, "where": where}
+    source = re.search(r'^source_filename = "([^"]*)"', text, re.M)
+    line = re.search(rf'!DISubprogram\([^)]*linkageName: "{re.escape(kernel)}"[^)]*line: (\d+)',
+                     text)
+    if source:
+        where = source.group(1) + (f":{line.group(1)}" if line else "")
+    return {"annotation": annotation, "where": where}
 
 
 def _merge_mneme(mneme: Path, chosen) -> dict[str, Any]:

@@ -107,3 +107,16 @@ def test_a_kernel_that_never_beat_the_application_is_not_bundled(tuned, tmp_path
     out = run(["mneme", "export", "-rdb", str(db), "--bundle", str(tmp_path / "b")])
     assert "no configuration beat the application" in out.stderr
     assert not (tmp_path / "b").exists()
+
+
+def test_the_proteus_export_says_which_arguments_to_annotate(tuned, tmp_path):
+    db, inst = tuned
+    best = db / "tune" / "s" / "best.json"
+    config = ReplayConfig(pipeline="default<O2>", specialize_args=(3,)).to_dict()
+    best.write_text(json.dumps(dict(json.loads(best.read_text()), config=config)))
+    out = run(["mneme", "export", "-rdb", str(db), "--proteus", str(tmp_path / "p.json")])
+    hint = json.loads(out.stdout)[inst.kernel_name]["proteus_annotation"]
+    assert hint["annotation"] == '__attribute__((annotate("jit", 4)))'
+    assert hint["where"].endswith("vector_add.cu")
+    assert 'annotate("jit", 4)' in out.stderr
+    assert json.loads((tmp_path / "p.json").read_text())[inst.kernel_name]["SpecializeArgs"]
