@@ -10,7 +10,7 @@ import dataclasses
 import multiprocessing
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from mneme_cc.errors import MnemeError
@@ -30,6 +30,18 @@ def _instance(db_path: str, name: str):
     return _instances[db_path, name]
 
 
+def _messages(conn) -> Iterator[Any]:
+    """What the executor sends, until it says stop (None) or is gone."""
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        if message is None:
+            return
+        yield message
+
+
 def _compile_main(conn, db_path: str, name: str, cache_dir: str | None) -> None:
     """A compile process: imports LLVM and reads the instance once, then
     compiles into the disk cache what arrives; answers (error or "", seconds)."""
@@ -43,13 +55,7 @@ def _compile_main(conn, db_path: str, name: str, cache_dir: str | None) -> None:
         conn.send({"fatal": str(exc)})
         return
     conn.send({"ready": True})
-    while True:
-        try:
-            message = conn.recv()
-        except EOFError:
-            return  # the executor is gone
-        if message is None:
-            return
+    for message in _messages(conn):
         config_json, arch = message
         config = ReplayConfig.from_json(config_json)
         if config.baseline == "original":
@@ -85,13 +91,7 @@ def _gpu_main(conn, db_path: str, name: str, cache_dir: str | None, ordinal: int
         conn.send({"fatal": str(exc)})
         return
     conn.send({"ready": replayer.device.arch})
-    while True:
-        try:
-            message = conn.recv()
-        except EOFError:
-            return  # the executor is gone
-        if message is None:
-            break
+    for message in _messages(conn):
         config = ReplayConfig.from_json(message)
         try:
             conn.send(_replay_to_dict(replayer.replay(config)))
