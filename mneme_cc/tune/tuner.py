@@ -292,7 +292,8 @@ class Tuner:
             done, _ = wait(list(in_flight), timeout=self._remaining(),
                            return_when=FIRST_COMPLETED)
             for future in done:
-                self._finish(future, *in_flight.pop(future))
+                trial, params, _ = in_flight.pop(future)
+                self._finish(future, trial, params)
             self.restarts = ex.restarts
             # At most once a second: a study can finish hundreds of trials
             # a second, and trials.jsonl already has each one.
@@ -331,7 +332,7 @@ class Tuner:
             self.waiting[key] = []
             in_flight[ex.submit(config)] = (trial, params, config)
 
-    def _finish(self, future, trial, params: dict[str, Any], config=None) -> None:
+    def _finish(self, future, trial, params: dict[str, Any]) -> None:
         result = future.result()
         key = result.config.key()
         if result.outcome != oc.CANCELLED:  # a cancelled config may run another time
