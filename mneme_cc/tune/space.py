@@ -84,7 +84,8 @@ def pick(fraction: float, options: Sequence[Any]) -> Any:
     return options[min(int(fraction * len(options)), len(options) - 1)]
 
 
-def _exists(dim: Dimension, params: dict[str, Any]) -> bool:
+def exists(dim: Dimension, params: dict[str, Any]) -> bool:
+    """Whether `dim` exists once `params` are chosen (its `when` holds)."""
     if dim.when is None:
         return True
     name, values = dim.when
@@ -135,7 +136,7 @@ class SearchSpace:
         """Values for every parameter that exists, asked of an Optuna trial."""
         params: dict[str, Any] = {}
         for dim in self.dimensions():
-            if not _exists(dim, params):
+            if not exists(dim, params):
                 continue
             if isinstance(dim, Int):
                 params[dim.name] = trial.suggest_int(dim.name, dim.low, dim.high, step=dim.step,
@@ -155,7 +156,7 @@ class SearchSpace:
         def grow(i: int, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
             if i == len(dims):
                 yield params
-            elif not _exists(dims[i], params):
+            elif not exists(dims[i], params):
                 yield from grow(i + 1, params)
             else:
                 for value in values[i]:

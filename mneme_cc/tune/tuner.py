@@ -25,7 +25,7 @@ from typing import Any
 from mneme_cc.errors import UsageError
 from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.tune import need_optuna
+from mneme_cc.tune import need_optuna, neighbours
 from mneme_cc.tune import verdict as verdicts
 from mneme_cc.tune.executor import ReplayExecutor, TrialResult
 from mneme_cc.tune.feasibility import Need, infeasible
@@ -100,6 +100,8 @@ class Tuner:
         self.need = Need()
         self.reference: TrialResult | None = None  # the `ir` baseline, when run
         self.time_spent: Counter[str] = Counter()  # study seconds by where they went
+        self.local = neighbours.LocalSteps(self.space, settings.seed) \
+            if settings.sampler == "tpe" and len(settings.objectives) == 1 else None
 
     # -- bookkeeping --------------------------------------------------------
 
@@ -124,6 +126,8 @@ class Tuner:
             pass  # reclaimed as stale by another process meanwhile: the result still counts here
         if result.verified and (self.best is None or self.values(result) < self.values(self.best)):
             self.best = result
+        if result.verified and not duplicate and self.local:
+            self.local.found(self.values(result)[0], params)
         self.counts[result.outcome] += 1
         if not duplicate:
             for stage, seconds in result.stage_seconds().items():
@@ -301,6 +305,11 @@ class Tuner:
                 self._write_reports()
 
     def _ask_one(self, ex, in_flight: dict) -> None:
+        if self.local:
+            step = self.local.propose(self.counts[oc.VERIFIED], lambda params:
+                                      self.space.derive(params).key() not in self.results)
+            if step is not None:  # Optuna hands an enqueued trial out without sampling
+                self.study.enqueue_trial(step, skip_if_exists=False)
         trial = self.study.ask()
         trial.set_user_attr("owner", self.owner)  # a later start reclaims it
         params = self.space.sample(trial)

@@ -1,0 +1,59 @@
+"""Local steps: neighbours of the best configurations, and when a study takes them."""
+
+from __future__ import annotations
+
+import random
+
+import optuna
+from tune_doubles import H100
+
+from mneme_cc.tune.neighbours import WARM_UP, LocalSteps, neighbour
+from mneme_cc.tune.space import Categorical, Int, Real, SearchSpace, load_space
+
+
+class Conditional(SearchSpace):
+    def dimensions(self):
+        return [Categorical("bounds", (False, True)),
+                Int("blocks", 1, 8, when=("bounds", (True,))),
+                Real("fraction", 0.0, 1.0), Int("unroll", 0, 16, step=4)]
+
+
+def test_a_neighbour_moves_one_parameter_and_its_dependents_follow(instance):
+    space, rng = Conditional(instance, H100), random.Random(3)
+    start = {"bounds": False, "fraction": 0.5, "unroll": 8}
+    for _ in range(200):
+        step = neighbour(space, start, rng)
+        moved = {k for k in start if step.get(k) != start[k]}
+        assert len(moved) == 1, (start, step)
+        if step["bounds"]:  # the parameter that now exists has a value in range
+            assert 1 <= step["blocks"] <= 8
+        else:
+            assert "blocks" not in step
+        assert 0.0 <= step["fraction"] <= 1.0 and step["unroll"] in (0, 4, 8, 12, 16)
+    on = {"bounds": True, "blocks": 8, "fraction": 0.5, "unroll": 16}
+    steps = [neighbour(space, on, rng) for _ in range(200)]
+    assert all(step != on for step in steps)
+    # An integer moves by a step or two; switching its condition off drops it.
+    assert {step.get("blocks") for step in steps} == {None, 6, 7, 8}
+
+
+def test_every_neighbour_of_a_builtin_space_derives_a_config(instance):
+    for name in ("standard", "auto"):
+        space, rng = load_space(name, instance, H100), random.Random(1)
+        params = space.sample(optuna.create_study(sampler=optuna.samplers.RandomSampler(1)).ask())
+        for _ in range(50):
+            params = neighbour(space, params, rng)
+            space.derive(params)  # raises on a value the space cannot ground
+
+
+def test_local_steps_start_after_the_warm_up_and_leave_asks_to_the_sampler(instance):
+    steps = LocalSteps(Conditional(instance, H100), seed=5)
+    steps.found(1.0, {"bounds": False, "fraction": 0.5, "unroll": 8})
+    assert steps.propose(WARM_UP - 1, lambda p: True) is None
+    proposed = [steps.propose(1000, lambda p: True) for _ in range(1000)]
+    local = sum(p is not None for p in proposed)
+    assert 850 < local < 950  # the sampler keeps 10% at 1000 verified trials
+    assert steps.propose(1000, lambda p: False) is None  # everything nearby already ran
+    for value in (3.0, 0.5, 2.0, 0.1, 4.0, 0.7):
+        steps.found(value, {"bounds": False, "fraction": value / 4, "unroll": 0})
+    assert [v for v, _ in steps.best] == [0.1, 0.5, 0.7, 1.0, 2.0]
