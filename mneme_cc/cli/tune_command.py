@@ -54,8 +54,11 @@ def tune(
                                                    "directory).")] = None,
     study: Annotated[Optional[str], typer.Option(help="Study name (one instance only).")] = None,
     resume: Annotated[bool, typer.Option(help="Continue an existing study.")] = False,
-    iterations: Annotated[int, typer.Option(help="Timed launches per trial.")] = 20,
-    warmup: Annotated[int, typer.Option(help="Untimed launches first.")] = 3,
+    iterations: Annotated[Optional[int], typer.Option(
+        help="Timed launches per trial (default: enough for about 5 ms of the application's "
+             "kernel time, between 5 and 20).")] = None,
+    warmup: Annotated[Optional[int], typer.Option(
+        help="Untimed launches first (default: 3; 1 for a kernel past 0.25 ms).")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Sampler seed.")] = None,
     out: Annotated[Optional[Path], typer.Option(help="Output directory (one instance only).")]
     = None,

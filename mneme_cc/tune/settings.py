@@ -3,6 +3,7 @@ how each trial runs."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,8 @@ class TuneSettings:
     compile_workers: int | None = None
     trial_timeout: float = 60.0
     compile_timeout: float = 60.0          # seconds one compile may take
-    iterations: int = 20
-    warmup: int = 3
+    iterations: int | None = None          # None: from the kernel's time (timed_launches)
+    warmup: int | None = None
     storage: str | None = None             # default: a journal file in the output directory
     study_name: str | None = None
     resume: bool = False
@@ -31,3 +32,25 @@ class TuneSettings:
     verify: dict[str, Any] = field(default_factory=dict)
     # Run configurations that change the build's numerics in a bitwise study too.
     allow_numerics_change: bool = False
+
+
+#: Timed launches per trial when the study is not told: enough to cover
+#: TIMED_WINDOW_MS of kernel time, within these bounds, so that a long kernel's
+#: trials are not mostly repeated launches.
+MOST_ITERATIONS, FEWEST_ITERATIONS, TIMED_WINDOW_MS = 20, 5, 5.0
+#: Untimed launches first: a kernel past LONG_KERNEL_MS needs one to warm up.
+WARMUP, LONG_KERNEL_WARMUP, LONG_KERNEL_MS = 3, 1, 0.25
+
+
+def timed_launches(settings: TuneSettings, kernel_ms: float | None) -> tuple[int, int]:
+    """(iterations, warmup) for the study's trials, given the application's
+    kernel time (None before it is known); what the user set wins."""
+    known = kernel_ms is not None and kernel_ms > 0
+    iterations = settings.iterations or (
+        max(FEWEST_ITERATIONS, min(MOST_ITERATIONS, math.ceil(TIMED_WINDOW_MS / kernel_ms)))
+        if known else MOST_ITERATIONS)
+    if settings.warmup is not None:
+        warmup = settings.warmup
+    else:
+        warmup = LONG_KERNEL_WARMUP if known and kernel_ms >= LONG_KERNEL_MS else WARMUP
+    return iterations, warmup

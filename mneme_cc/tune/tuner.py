@@ -32,7 +32,7 @@ from mneme_cc.tune.feasibility import Need, infeasible
 from mneme_cc.tune.ownership import reclaim_stale, this_process
 from mneme_cc.tune.properties import DeviceProperties
 from mneme_cc.tune.samplers import OBJECTIVES, make_sampler
-from mneme_cc.tune.settings import TuneSettings
+from mneme_cc.tune.settings import TuneSettings, timed_launches
 from mneme_cc.tune.space import SearchSpace, load_space
 from mneme_cc.tune.storage import describe, open_storage
 from mneme_cc.tune.study_dir import StudyDir
@@ -57,7 +57,8 @@ class Tuner:
         self.executor = executor
         self.props = props or DeviceProperties.query(settings.devices[0])
         self.space: SearchSpace = load_space(settings.space, instance, self.props)
-        self.space.run = {"iterations": settings.iterations, "warmup": settings.warmup}
+        iterations, warmup = timed_launches(settings, None)
+        self.space.run = {"iterations": iterations, "warmup": warmup}
         self.space.changes_numerics = settings.allow_numerics_change
         if settings.verify:
             from mneme_cc.replay.verify import policies_for
@@ -153,6 +154,7 @@ class Tuner:
             "kernel": self.instance.kernel_name, "space": self.settings.space,
             "sampler": self.settings.sampler, "objectives": self.settings.objectives,
             "trials": done, "outcomes": dict(self.counts), "seconds": elapsed,
+            "timed_launches": {k: self.space.run[k] for k in ("iterations", "warmup")},
             "observations_per_second": done / elapsed if elapsed else 0.0,
             "verified_per_second": sum(self.counts[o] for o in oc.PASSED) / elapsed
             if elapsed else 0.0,
@@ -224,6 +226,8 @@ class Tuner:
                             compile_timeout=s.compile_timeout) as ex:
             self.time_spent["startup"] = time.perf_counter() - begun
             self.baseline = self._within_deadline(ex, self.space.baseline())
+            iterations, warmup = timed_launches(s, self.baseline.median_ms)
+            self.space.run.update(iterations=iterations, warmup=warmup)
             self.need = self._need(ex)
             self.space.calibrate(lambda config: self._within_deadline(ex, config))
             first = self.space.initial_params()

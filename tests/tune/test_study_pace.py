@@ -1,4 +1,4 @@
-"""Local steps: neighbours of the best configurations, and when a study takes them."""
+"""Local steps from the best configurations, and how many launches a trial times."""
 
 from __future__ import annotations
 
@@ -57,3 +57,13 @@ def test_local_steps_start_after_the_warm_up_and_leave_asks_to_the_sampler(insta
     for value in (3.0, 0.5, 2.0, 0.1, 4.0, 0.7):
         steps.found(value, {"bounds": False, "fraction": value / 4, "unroll": 0})
     assert [v for v, _ in steps.best] == [0.1, 0.5, 0.7, 1.0, 2.0]
+
+
+def test_a_long_kernel_gets_fewer_timed_launches_unless_the_user_chose():
+    from mneme_cc.tune.settings import TuneSettings, timed_launches
+
+    assert timed_launches(TuneSettings(), None) == (20, 3)
+    assert timed_launches(TuneSettings(), 0.01) == (20, 3)
+    assert timed_launches(TuneSettings(), 0.5) == (10, 1)
+    assert timed_launches(TuneSettings(), 3.4) == (5, 1)
+    assert timed_launches(TuneSettings(iterations=30, warmup=0), 3.4) == (30, 0)
