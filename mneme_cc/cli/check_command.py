@@ -88,6 +88,8 @@ def check(
                           _ratio(r.ratio("pinned", "ir")))
         console = Console()
         console.print(table)
+        for note in dict.fromkeys(r.assembler_note for r in rows if r.assembler_note):
+            console.print(f"note: {note}")
         console.print(f"{totals['instances']} instance(s): {totals['bitwise']} bitwise with "
                       f"every baseline, {totals['nondeterministic']} nondeterministic within "
                       f"their spread, {totals['failed']} not reproduced")

@@ -39,6 +39,8 @@ class InstanceCheck:
     determinism: str             # deterministic, nondeterministic, unknown
     nondeterministic: list[dict[str, Any]]
     baselines: dict[str, BaselineCheck]
+    assembler: str = ""               # what assembled the IR baselines
+    assembler_note: str | None = None  # when it is not the application's ptxas
 
     @property
     def failed(self) -> bool:
@@ -57,7 +59,8 @@ class InstanceCheck:
                 "determinism": self.determinism, "nondeterministic": self.nondeterministic,
                 "baselines": {k: vars(v) for k, v in self.baselines.items()},
                 "ir_over_original": self.ratio("ir", "original"),
-                "pinned_over_ir": self.ratio("pinned", "ir"), "failed": self.failed}
+                "pinned_over_ir": self.ratio("pinned", "ir"), "assembler": self.assembler,
+                "assembler_note": self.assembler_note, "failed": self.failed}
 
 
 def _differing(result) -> list[dict[str, Any]]:
@@ -73,6 +76,7 @@ def _differing(result) -> list[dict[str, Any]]:
 def check_instance(instance, *, iterations: int = 10, cache_dir=None) -> InstanceCheck:
     """Replays one instance with every baseline it has."""
     from mneme_cc.errors import MnemeError
+    from mneme_cc.replay.compiler import application_assembler
     from mneme_cc.replay.nondeterminism import load
     from mneme_cc.replay.replayer import Replayer
 
@@ -97,5 +101,7 @@ def check_instance(instance, *, iterations: int = 10, cache_dir=None) -> Instanc
     found = load(instance)
     state = found.state if found else "unknown"
     spreads = found.to_dict()["buffers"] if found else []
-    return InstanceCheck(instance.name, instance.demangled,
-                         state, spreads, checks)
+    assembler = application_assembler(kernel) if kernel.has_ir else None
+    return InstanceCheck(instance.name, instance.demangled, state, spreads, checks,
+                         assembler.name if assembler else "",
+                         assembler.note() if assembler else None)

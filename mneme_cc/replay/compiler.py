@@ -3,8 +3,9 @@
 The cache key covers everything that changes the binary: the IR's content
 hash, the kernel, the compile fields of the grounded config, the build's
 recorded code-generation options, the launch dimensions and argument bytes
-where they are specialised, the arch, and the versions of mneme-cc, LLVM
-(llvmlite) and nvJitLink. Entries are written to
+where they are specialised, the arch, the versions of mneme-cc, LLVM
+(llvmlite) and nvJitLink, and the ptxas that assembles (replay/assembler.py).
+Entries are written to
 a temporary name and renamed, so concurrent compilers share one cache.
 
 `compile_instance` compiles a recorded instance's kernel; it needs no GPU,
@@ -23,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mneme_cc.replay.assembler import Assembler, assembler_for, image_ptxas_version
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.cubin import Resources, compile_cubin
 from mneme_cc.replay.cuda_bindings import cuda_bindings
@@ -44,6 +46,7 @@ class CompiledKernel:
     # the cache) the file holding it, read only when asked for.
     ir_text: str | None = None
     ir_file: Path | None = None
+    assembler: str = ""        # "ptxas 13.0.88" or "nvJitLink 13.5"
 
     @property
     def ir(self) -> str:
@@ -76,7 +79,7 @@ def _toolchain_versions() -> dict[str, str]:
 
 
 def cache_key(ir_hash: str, launch: KernelLaunch, config: ReplayConfig, arch: str,
-              codegen: Codegen) -> str:
+              codegen: Codegen, assembler: str = "") -> str:
     fields = config.compile_fields()
     grounded = config.grounded()
     grid, block = grounded.grid or launch.grid, grounded.block or launch.block
@@ -86,27 +89,49 @@ def cache_key(ir_hash: str, launch: KernelLaunch, config: ReplayConfig, arch: st
         "ir": ir_hash, "kernel": launch.name, "arch": arch, "config": fields,
         "codegen": codegen.to_dict(),
         "dims": [grid, block] if grounded.specialize_dims or grounded.launch_bounds else None,
-        "args": specialised, "versions": _toolchain_versions(),
+        "args": specialised, "versions": _toolchain_versions(), "assembler": assembler,
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
+def default_assembler(wanted: str | None = None) -> Assembler:
+    """The ptxas of version `wanted` where installed, else nvJitLink."""
+    return assembler_for(wanted, _toolchain_versions()["nvjitlink"])
+
+
 def compile_kernel(bitcode: bytes, ir_hash: str, launch: KernelLaunch, config: ReplayConfig,
-                   arch: str, codegen: Codegen, cache_dir: Path | None = None) -> CompiledKernel:
+                   arch: str, codegen: Codegen, cache_dir: Path | None = None,
+                   assembler: Assembler | None = None) -> CompiledKernel:
     """Compiles (or finds in the cache) the kernel as config says, for arch,
     from the IR of a build with the code-generation options `codegen`."""
+    assembler = assembler or default_assembler()
     cache = Path(cache_dir) if cache_dir else default_cache_dir()
-    key = cache_key(ir_hash, launch, config, arch, codegen)
+    key = cache_key(ir_hash, launch, config, arch, codegen, assembler.name)
     entry = cache / key[:2] / key
     cached = _load(entry)
     if cached is not None:
+        cached.assembler = assembler.name
         return cached
     jit = compile_ptx(bitcode, launch, config, arch, codegen)
-    cubin = compile_cubin(jit.ptx, launch.name, config, arch)
+    cubin = compile_cubin(jit.ptx, launch.name, config, arch, assembler.path)
     seconds = {**jit.seconds, "ptxas": cubin.seconds}
-    compiled = CompiledKernel(cubin.data, jit.ptx, cubin.resources, seconds, ir_text=jit.ir)
+    compiled = CompiledKernel(cubin.data, jit.ptx, cubin.resources, seconds, ir_text=jit.ir,
+                              assembler=assembler.name)
     _store(entry, compiled)
     return compiled
+
+
+def application_assembler(kernel) -> Assembler:
+    """The assembler for a recorded kernel: its application's ptxas where that
+    is known and installed (read once per kernel)."""
+    cached = getattr(kernel, "_assembler", None)
+    if cached is None:
+        try:
+            image = kernel.image()
+        except Exception:  # noqa: BLE001 - an unreadable image is reported where it is used
+            image = None
+        cached = kernel._assembler = default_assembler(image_ptxas_version(image))
+    return cached
 
 
 def compile_instance(inst: Instance, config: ReplayConfig, arch: str,
@@ -121,7 +146,7 @@ def compile_instance(inst: Instance, config: ReplayConfig, arch: str,
                           tuple((p["offset"], p["size"]) for p in inst.params))
     ir = kernel.description["ir"]
     return compile_kernel(kernel.bitcode(), ir["content_hash"], launch, config, arch, codegen,
-                          cache_dir)
+                          cache_dir, application_assembler(kernel))
 
 
 def _digest(data: bytes) -> str:

@@ -1,4 +1,5 @@
-"""PTX to cubin with ptxas options, through nvJitLink (cuda-bindings).
+"""PTX to cubin with ptxas options: through the application's own ptxas when
+replay/assembler.py finds it, else through nvJitLink (cuda-bindings).
 
 ptxas's verbose report is parsed into the binary's resource usage, so every
 compiled configuration carries its registers, spills and memory sizes.
@@ -7,8 +8,11 @@ compiled configuration carries its registers, spills and memory sizes.
 from __future__ import annotations
 
 import re
+import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from mneme_cc.errors import ToolchainError, UsageError
 from mneme_cc.replay.config import ReplayConfig
@@ -69,7 +73,11 @@ def parse_resources(log: str, kernel: str) -> Resources:
         constant_bytes=number(r"(\d+) bytes cmem\[0\]"))
 
 
-def compile_cubin(ptx: str, kernel: str, config: ReplayConfig, arch: str) -> Cubin:
+def compile_cubin(ptx: str, kernel: str, config: ReplayConfig, arch: str,
+                  ptxas: Path | None = None) -> Cubin:
+    """The cubin of `ptx`, by the ptxas executable `ptxas`, or by nvJitLink."""
+    if ptxas is not None:
+        return _assemble(ptx, kernel, config, arch, ptxas)
     nvjitlink = cuda_bindings("nvjitlink")
     options = ptxas_options(config, arch)
     start = time.perf_counter()
@@ -96,3 +104,29 @@ def compile_cubin(ptx: str, kernel: str, config: ReplayConfig, arch: str) -> Cub
         nvjitlink.destroy(handle)
     log = info.decode(errors="replace").rstrip("\x00")
     return Cubin(bytes(cubin), parse_resources(log, kernel), time.perf_counter() - start, log)
+
+
+def _assemble(ptx: str, kernel: str, config: ReplayConfig, arch: str, ptxas: Path) -> Cubin:
+    """ptxas itself, with the options nvJitLink would have passed it."""
+    options = [f"-arch={arch}", "-v"]
+    if config.keep_debug_info:
+        options += ["-O0", "-lineinfo"]
+    else:
+        options.append(f"-O{config.ptxas_opt_level}")
+    if config.max_registers is not None:
+        options.append(f"-maxrregcount={config.max_registers}")
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="mneme-ptxas-") as scratch:
+        source, target = Path(scratch, "replay.ptx"), Path(scratch, "replay.cubin")
+        source.write_text(ptx)
+        try:
+            run = subprocess.run([str(ptxas), *options, str(source), "-o", str(target)],
+                                 capture_output=True, text=True)
+        except OSError as exc:
+            raise ToolchainError(f"{ptxas}: cannot be run ({exc.strerror})") from None
+        log = run.stdout + run.stderr
+        if run.returncode != 0:
+            lines = [x for x in log.splitlines() if "error" in x.lower()] or log.splitlines()
+            raise UsageError("ptxas rejected the kernel: " + "; ".join(lines[:5]).strip())
+        data = target.read_bytes()
+    return Cubin(data, parse_resources(log, kernel), time.perf_counter() - start, log)

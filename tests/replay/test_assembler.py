@@ -1,0 +1,85 @@
+"""The replay assembles with the application's ptxas where it can: the version
+read from the recorded cubin's notes, a ptxas executable of that version, and
+nvJitLink with a note otherwise."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mneme_cc.errors import UsageError
+from mneme_cc.replay.assembler import _ptxas_version, assembler_for, image_ptxas_version
+from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.replay.cubin import compile_cubin
+
+PTXAS = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
+pytestmark = pytest.mark.skipif(not Path(PTXAS).is_file(), reason="no CUDA toolkit ptxas")
+
+KERNEL = """
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry scale(.param .u64 out, .param .f32 factor)
+{
+  .reg .b64 %rd<4>;
+  .reg .b32 %r<3>;
+  .reg .f32 %f<3>;
+  ld.param.u64 %rd1, [out];
+  ld.param.f32 %f1, [factor];
+  cvta.to.global.u64 %rd2, %rd1;
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd3, %r1, 4;
+  add.s64 %rd2, %rd2, %rd3;
+  ld.global.f32 %f2, [%rd2];
+  mul.f32 %f2, %f2, %f1;
+  st.global.f32 [%rd2], %f2;
+  ret;
+}
+"""
+
+
+def test_the_application_ptxas_is_read_from_its_cubin_and_found(tmp_path):
+    version = _ptxas_version(PTXAS)
+    source = tmp_path / "k.ptx"
+    source.write_text(KERNEL)
+    subprocess.run([PTXAS, "-arch=sm_90", "-O3", str(source), "-o", str(tmp_path / "k.cubin")],
+                   check=True)
+    image = (tmp_path / "k.cubin").read_bytes()
+    assert image_ptxas_version(b"fatbin header" + image + b"tail") == version
+    assert image_ptxas_version(b"no notes here") is None and image_ptxas_version(None) is None
+    found = assembler_for(version, "13.5")
+    assert found.path is not None and found.name == f"ptxas {version}"
+    assert found.matches_application and found.note() is None
+
+
+def test_without_the_application_ptxas_nvjitlink_assembles_and_says_so():
+    other = assembler_for("9.9.1", "13.5")
+    assert other.path is None and other.name == "nvJitLink 13.5"
+    assert not other.matches_application
+    assert "ptxas 9.9.1" in other.note() and "MNEME_PTXAS" in other.note()
+    unknown = assembler_for(None, "13.5")  # an image without notes: nothing to match
+    assert unknown.matches_application is None and unknown.note() is None
+
+
+def test_ptxas_assembles_with_the_configs_options_and_reports_resources():
+    capped = compile_cubin(KERNEL, "scale", ReplayConfig(max_registers=24), "sm_90",
+                           Path(PTXAS))
+    assert capped.data.startswith(b"\x7fELF") and 0 < capped.resources.registers <= 24
+    with pytest.raises(UsageError, match="ptxas rejected the kernel: .*error") as info:
+        compile_cubin(KERNEL.replace("ret;", "bogus.op;\n  ret;"), "scale", ReplayConfig(),
+                      "sm_90", Path(PTXAS))
+    assert "\n" not in str(info.value)
+
+
+def test_the_compile_cache_keeps_assemblers_apart():
+    from mneme_cc.replay.compiler import cache_key
+    from mneme_cc.replay.jit import KernelLaunch
+    from mneme_cc.replay.numerics import Codegen
+
+    launch = KernelLaunch("scale", (1, 1, 1), (32, 1, 1), b"\0" * 12, ((0, 8), (8, 4)))
+    keys = {cache_key("ab" * 32, launch, ReplayConfig(), "sm_90", Codegen(), name)
+            for name in ("ptxas 13.0.88", "nvJitLink 13.5")}
+    assert len(keys) == 2
