@@ -58,6 +58,7 @@ def study(examples: Path, scratch: Path, name: str, args: list[str], kernel: str
     return {"app": name, "kernel": s["kernel"], "speedup": s["speedup"],
             "measured_speedup": s["measured_speedup"], "verdict": s["verdict"],
             "verified_per_s": s["verified_per_second"], "trials": s["trials"],
+            "distinct_verified_per_s": s["distinct_verified_per_second"],
             "outcomes": s["outcomes"],
             "refusals": sum(s["outcomes"].get(k, 0) for k in REFUSALS) / ran if ran else 0.0,
             "over_budget_s": s["time_spent"]["wall"] - budget, "cli_wall_s": wall,
@@ -85,8 +86,10 @@ def main() -> None:
     if good:
         geomean = math.exp(sum(math.log(r["speedup"]) for r in good) / len(good))
         rates = sorted(r["verified_per_s"] for r in good)
+        distinct = sorted(r["distinct_verified_per_s"] for r in good)
         print(f"space {a.space}, budget {a.budget:g} s: geomean speedup {geomean:.3f} over "
-              f"{len(good)} kernels; median verified/s {rates[len(rates) // 2]:.1f}; "
+              f"{len(good)} kernels; median verified/s {rates[len(rates) // 2]:.1f} "
+              f"({distinct[len(distinct) // 2]:.1f} distinct configurations); "
               f"most over budget {max(r['over_budget_s'] for r in good):.1f} s; "
               f"refusals {sum(r['refusals'] for r in good) / len(good):.1%}")
     if a.json:

@@ -7,6 +7,10 @@ block may have, a block larger than its own launch bounds) or when it asks
 ptxas for a register budget far below the kernel's need (launch bounds or a
 register cap that forces heavy spilling, or under the 16 registers ptxas
 needs at all). Such a trial is pruned, not paid for.
+
+A kernel written for its recorded geometry may read past a buffer or a
+shared tile at another one; the fault costs a GPU worker's restart. So a
+launch geometry that faulted once is ruled out for the rest of the study.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.tune.properties import DeviceProperties
 
@@ -76,3 +81,24 @@ def infeasible(config: ReplayConfig, recorded_block: tuple[int, int, int],
         return (f"{threads} threads of {used} registers exceed a block's "
                 f"{props.max_registers_per_block} registers")
     return None
+
+
+class FaultingGeometries:
+    """Launch geometries other than the recorded one that faulted in this study."""
+
+    def __init__(self) -> None:
+        self.faulted: dict[tuple, str] = {}  # (grid, block) -> the error
+
+    @staticmethod
+    def _geometry(config: ReplayConfig) -> tuple:
+        return tuple(config.grid or ()), tuple(config.block or ())
+
+    def note(self, config: ReplayConfig, outcome: str, error: str) -> None:
+        if outcome == oc.RUNTIME_ERROR and (config.grid or config.block):
+            self.faulted.setdefault(self._geometry(config), error.splitlines()[0][:120]
+                                    if error else outcome)
+
+    def reason(self, config: ReplayConfig) -> str | None:
+        error = self.faulted.get(self._geometry(config))
+        return None if error is None else (f"grid {config.grid}, block {config.block} "
+                                           f"faulted earlier in this study ({error})")

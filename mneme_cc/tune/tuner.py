@@ -28,7 +28,7 @@ from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.tune import need_optuna, neighbours
 from mneme_cc.tune import verdict as verdicts
 from mneme_cc.tune.executor import ReplayExecutor, TrialResult
-from mneme_cc.tune.feasibility import Need, infeasible
+from mneme_cc.tune.feasibility import FaultingGeometries, Need, infeasible
 from mneme_cc.tune.ownership import reclaim_stale, this_process
 from mneme_cc.tune.properties import DeviceProperties
 from mneme_cc.tune.samplers import OBJECTIVES, make_sampler
@@ -86,6 +86,7 @@ class Tuner:
             sampler=make_sampler(settings.sampler, len(directions), settings.seed))
         self.study_id = storage.get_study_id_from_name(self.name)
         self.counts: Counter[str] = Counter()
+        self.distinct: Counter[str] = Counter()  # outcomes of configurations run, not repeats
         self.owner = this_process()
         self.stale = 0
         self.cancelled_before = 0  # trials a deadline cancelled in earlier runs
@@ -98,7 +99,7 @@ class Tuner:
         self.restarts = 0
         self._reported = 0.0  # when summary.json and best.json were last written
         self.deadline: float | None = None
-        self.need = Need()
+        self.need, self.faulting = Need(), FaultingGeometries()
         self.reference: TrialResult | None = None  # the `ir` baseline, when run
         self.time_spent: Counter[str] = Counter()  # study seconds by where they went
         self.local = neighbours.LocalSteps(self.space, settings.seed) \
@@ -131,6 +132,7 @@ class Tuner:
             self.local.found(self.values(result)[0], params)
         self.counts[result.outcome] += 1
         if not duplicate:
+            self.distinct[result.outcome] += 1
             for stage, seconds in result.stage_seconds().items():
                 self.time_spent[stage] += seconds
         line = {"trial": trial.number, "params": params, "outcome": result.outcome,
@@ -157,6 +159,8 @@ class Tuner:
             "timed_launches": {k: self.space.run[k] for k in ("iterations", "warmup")},
             "observations_per_second": done / elapsed if elapsed else 0.0,
             "verified_per_second": sum(self.counts[o] for o in oc.PASSED) / elapsed
+            if elapsed else 0.0,
+            "distinct_verified_per_second": sum(self.distinct[o] for o in oc.PASSED) / elapsed
             if elapsed else 0.0,
             "baseline": self.baseline.to_dict() if self.baseline else None,
             "best_median_ms": self.best.median_ms if self.best else None,
@@ -329,8 +333,8 @@ class Tuner:
         config, reason = self._keep_numerics(self.space.derive(params))
         pruned_as = oc.NUMERICS_CHANGING
         if not reason:
-            reason, pruned_as = infeasible(config, self.instance.block, self.props,
-                                           self.need), oc.INFEASIBLE
+            reason, pruned_as = infeasible(config, self.instance.block, self.props, self.need) \
+                or self.faulting.reason(config), oc.INFEASIBLE
         if reason:
             trial.set_user_attr("constraint", reason)
             self.study.tell(trial, state=self.state.PRUNED)
@@ -348,6 +352,7 @@ class Tuner:
     def _finish(self, future, trial, params: dict[str, Any]) -> None:
         result = future.result()
         key = result.config.key()
+        self.faulting.note(result.config, result.outcome, result.error)
         if result.outcome != oc.CANCELLED:  # a cancelled config may run another time
             self.results[key] = result
         self._tell(trial, params, result, duplicate=False)

@@ -67,3 +67,19 @@ def test_a_long_kernel_gets_fewer_timed_launches_unless_the_user_chose():
     assert timed_launches(TuneSettings(), 0.5) == (10, 1)
     assert timed_launches(TuneSettings(), 3.4) == (5, 1)
     assert timed_launches(TuneSettings(iterations=30, warmup=0), 3.4) == (30, 0)
+
+
+def test_a_geometry_that_faulted_is_not_run_again():
+    from mneme_cc.replay import outcome as oc
+    from mneme_cc.replay.config import ReplayConfig
+    from mneme_cc.tune.feasibility import FaultingGeometries
+
+    seen = FaultingGeometries()
+    wide = ReplayConfig(block=(512, 1, 1))
+    seen.note(ReplayConfig(), oc.RUNTIME_ERROR, "CUDA_ERROR_ILLEGAL_ADDRESS")  # recorded geometry
+    seen.note(ReplayConfig(block=(128, 1, 1)), oc.FAILED_VERIFICATION, "differs")
+    assert seen.reason(ReplayConfig()) is None
+    assert seen.reason(ReplayConfig(block=(128, 1, 1))) is None
+    seen.note(wide, oc.RUNTIME_ERROR, "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access\nmore")
+    reason = seen.reason(ReplayConfig(block=(512, 1, 1), pipeline="default<O1>"))
+    assert "faulted earlier" in reason and "ILLEGAL_ADDRESS" in reason and "\n" not in reason
