@@ -90,7 +90,7 @@ class LocalSteps:
         if verified < WARM_UP or not self.best or \
                 self.rng.random() < min(SAMPLER_SHARE, SAMPLER_SHARE_SCALE / verified):
             return None
-        for _ in range(4):  # a few tries to find one not run yet
+        for _ in range(16):  # tries to find one not run yet; each costs a derive
             params = neighbour(self.space, self.rng.choice(self.best)[1], self.rng)
             if params is None:
                 return None
