@@ -25,6 +25,7 @@ from typing import Any
 from mneme_cc.errors import UsageError
 from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.replay.numerics import codegen_of, for_bitwise_study
 from mneme_cc.tune import need_optuna, neighbours
 from mneme_cc.tune import verdict as verdicts
 from mneme_cc.tune.executor import ReplayExecutor, TrialResult
@@ -313,11 +314,9 @@ class Tuner:
                 self._write_reports()
 
     def _ask_one(self, ex, in_flight: dict) -> None:
-        if self.local:
-            step = self.local.propose(self.counts[oc.VERIFIED], lambda params:
-                                      self.space.derive(params).key() not in self.results)
-            if step is not None:  # Optuna hands an enqueued trial out without sampling
-                self.study.enqueue_trial(step, skip_if_exists=False)
+        step = self.local and self.local.propose(self.counts[oc.VERIFIED], self._untried)
+        if step:  # Optuna hands an enqueued trial out without sampling
+            self.study.enqueue_trial(step, skip_if_exists=False)
         trial = self.study.ask()
         trial.set_user_attr("owner", self.owner)  # a later start reclaims it
         params = self.space.sample(trial)
@@ -348,6 +347,11 @@ class Tuner:
         else:
             self.waiting[key] = []
             in_flight[ex.submit(config)] = (trial, params, config)
+
+    def _untried(self, params: dict[str, Any]) -> bool:
+        """Whether a local step would run a configuration not run yet."""
+        key = self._keep_numerics(self.space.derive(params))[0].key()
+        return key not in self.results and key not in self.waiting
 
     def _finish(self, future, trial, params: dict[str, Any]) -> None:
         result = future.result()
@@ -382,8 +386,6 @@ class Tuner:
         kernel = self.instance.db.kernel(self.instance.static_hash)
         if self.settings.allow_numerics_change or config.verify or not kernel.has_ir:
             return config, None
-        from mneme_cc.replay.numerics import codegen_of, for_bitwise_study
-
         return for_bitwise_study(config, codegen_of(kernel))
 
     def _adopt_study_best(self) -> None:

@@ -83,3 +83,4 @@ def test_a_geometry_that_faulted_is_not_run_again():
     seen.note(wide, oc.RUNTIME_ERROR, "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access\nmore")
     reason = seen.reason(ReplayConfig(block=(512, 1, 1), pipeline="default<O1>"))
     assert "faulted earlier" in reason and "ILLEGAL_ADDRESS" in reason and "\n" not in reason
+
