@@ -381,8 +381,7 @@ class Tuner:
                 self._tell(other, other_params, result, duplicate=True)
 
     def _keep_numerics(self, config: ReplayConfig) -> tuple[ReplayConfig, str | None]:
-        """A bitwise study runs only configurations with the build's numerics
-        (pinning ptxas's contraction where that suffices)."""
+        """A bitwise study keeps the build's numerics (pinning contraction if that suffices)."""
         kernel = self.instance.db.kernel(self.instance.static_hash)
         if self.settings.allow_numerics_change or config.verify or not kernel.has_ir:
             return config, None
