@@ -12,11 +12,16 @@ exactly as clang would run it.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mneme_cc.build import toolchain
+from mneme_cc.build import rdc_link
+from mneme_cc.build.rdc_link import OFFLOAD_SECTION
 from mneme_cc.errors import MnemeError
 
 # Options whose value is the next argument, so that value is not an input.
@@ -52,6 +57,8 @@ class Invocation:
     names_cuda_path: bool = False
     names_plugin: bool = False
     names_cudart: bool = False
+    output: str | None = None
+    link_args: list[str] = field(default_factory=list)  # response files read
 
 
 def _expand_response_files(args: list[str], active: frozenset[Path] = frozenset()) -> list[str]:
@@ -96,6 +103,10 @@ def analyse(args: list[str]) -> Invocation:
         if arg in ("-lcudart", "-lcudart_static") or arg.endswith("libcudart_static.a") or (
                 arg == "-l" and value in ("cudart", "cudart_static")):
             inv.names_cudart = True
+        if arg == "-o" and value is not None:
+            inv.output = value
+        elif arg.startswith("-o") and len(arg) > 2:
+            inv.output = arg[2:]
         if value is not None:
             continue
         if arg in _NO_LINK:
@@ -113,6 +124,7 @@ def analyse(args: list[str]) -> Invocation:
             if language == "cuda" or (language is None and arg.endswith(_CUDA_SUFFIXES)):
                 inv.cuda_inputs.append(arg)
     inv.links = bool(inv.inputs) and not no_link
+    inv.link_args = expanded
     return inv
 
 
@@ -122,10 +134,10 @@ def _links_cuda_code(inv: Invocation) -> bool:
         return True
     from mneme_cc.build.elf import has_section
 
-    for path in inv.inputs:
+    for path in rdc_link.link_inputs(inv.link_args, inv.inputs):
         if path.endswith(_OBJECT_SUFFIXES) and Path(path).is_file():
             try:
-                if has_section(path, ".nv_fatbin"):
+                if has_section(path, ".nv_fatbin") or has_section(path, OFFLOAD_SECTION):
                     return True
             except (MnemeError, OSError):
                 continue  # not ours to diagnose: clang will
@@ -152,30 +164,89 @@ def _with_shared_cudart(args: list[str]) -> list[str]:
     return swapped + toolchain.cuda_link_flags(toolchain.require_cuda_toolkit())
 
 
-def clang_command(language: str, args: list[str]) -> list[str]:
-    """The full clang command line for `mneme-cc` ("c") or `mneme-cxx` ("c++").
+@dataclass
+class Command:
+    """The clang command to run, and a scratch directory to remove after it."""
+
+    argv: list[str]
+    scratch: Path | None = None
+
+
+def _device_ir_link(inv: Invocation, clang: str) -> tuple[list[str], Path | None]:
+    """What a link of relocatable device code needs: clang's offload link
+    and, when the objects carry IR, the object holding the linked module."""
+    paths = rdc_link.link_inputs(inv.link_args, inv.inputs)
+    if not any(_has_offload_code(p) for p in paths):
+        return [], None
+    extra = [] if {"-fgpu-rdc", "--offload-link"} & set(inv.link_args) else ["--offload-link"]
+    scratch = Path(tempfile.mkdtemp(prefix="mneme-link-"))
+    try:
+        obj = rdc_link.linked_ir_object(paths, inv.output or "a.out", clang, scratch)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return extra + ([str(obj)] if obj else []), scratch
+
+
+def _has_offload_code(path: str) -> bool:
+    from mneme_cc.build.elf import has_section
+
+    try:
+        return Path(path).is_file() and has_section(path, OFFLOAD_SECTION)
+    except (MnemeError, OSError):
+        return False
+
+
+def build_command(language: str, args: list[str]) -> Command:
+    """The clang command for `mneme-cc` ("c") or `mneme-cxx` ("c++").
 
     Raises:
-        MnemeError: the toolchain or a setting does not allow the build.
+        MnemeError: the toolchain or a setting does not allow the build, or
+            the device IR of relocatable objects cannot be linked.
     """
     clang = toolchain.select_clang()
     mode = ["--driver-mode=g++"] if language == "c++" else []
     inv = analyse(args)
     if not inv.inputs:  # --version, -print-*, -v alone: nothing to change
-        return [clang, *mode, *args]
+        return Command([clang, *mode, *args])
     extra = _cuda_compile_flags(inv, clang) if inv.cuda_inputs else []
-    user = _with_shared_cudart(args) if inv.links and _links_cuda_code(inv) else list(args)
-    return [clang, *mode, *extra, *user]
+    if not (inv.links and _links_cuda_code(inv)):
+        return Command([clang, *mode, *extra, *args])
+    link_extra, scratch = _device_ir_link(inv, clang)
+    return Command([clang, *mode, *extra, *_with_shared_cudart(args), *link_extra], scratch)
+
+
+def clang_command(language: str, args: list[str]) -> list[str]:
+    """The full clang command line, for commands that need no scratch files.
+
+    Raises:
+        MnemeError: as build_command.
+    """
+    command = build_command(language, args)
+    if command.scratch is not None:
+        shutil.rmtree(command.scratch, ignore_errors=True)
+    return command.argv
+
+
+def execute(command: Command) -> None:
+    """Runs clang in this process, or, with scratch files, as a child."""
+    sys.stdout.flush()
+    if command.scratch is None:
+        os.execv(command.argv[0], command.argv)
+    try:
+        code = subprocess.call(command.argv)
+    finally:
+        shutil.rmtree(command.scratch, ignore_errors=True)
+    sys.exit(code if code >= 0 else 128 - code)
 
 
 def run(language: str, tool: str) -> None:
     try:
-        command = clang_command(language, sys.argv[1:])
+        command = build_command(language, sys.argv[1:])
     except MnemeError as exc:
         print(f"{tool}: error: {exc}", file=sys.stderr)
         sys.exit(1)
-    sys.stdout.flush()
-    os.execv(command[0], command)
+    execute(command)
 
 
 def main_cc() -> None:
