@@ -175,6 +175,8 @@ class Command:
 def _device_ir_link(inv: Invocation, clang: str) -> tuple[list[str], Path | None]:
     """What a link of relocatable device code needs: clang's offload link
     and, when the objects carry IR, the object holding the linked module."""
+    if {"--emit-static-lib", "-r", "--relocatable"} & set(inv.link_args):
+        return [], None  # an archive or a partial link: the program's link does it
     paths = rdc_link.link_inputs(inv.link_args, inv.inputs)
     if not any(_has_offload_code(p) for p in paths):
         return [], None
