@@ -49,6 +49,11 @@ function(add_mneme target)
         "$<$<COMPILE_LANGUAGE:CUDA>:-fpass-plugin=${MNEME_PLUGIN};-Wno-unknown-cuda-version;SHELL:-idirafter ${MNEME_COMPAT_INCLUDE_DIR}>")
     endif()
     set_property(TARGET ${target} PROPERTY CUDA_RUNTIME_LIBRARY Shared)
+    # With CUDA_SEPARABLE_COMPILATION, clang links the device code at the
+    # program's link (and mneme's drivers link its IR there); CMake's own
+    # device-link step runs the toolkit's fatbinary with an option CUDA 13
+    # no longer has.
+    set_property(TARGET ${target} PROPERTY CUDA_RESOLVE_DEVICE_SYMBOLS OFF)
   else()
     # CUDA sources compiled as C++ by mneme-cxx (CXX=mneme-cxx): the driver
     # adds the plugin; the shared runtime must still be linked.
