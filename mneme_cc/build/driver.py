@@ -19,8 +19,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mneme_cc.build import toolchain
-from mneme_cc.build import rdc_link
+from mneme_cc.build import rdc_link, toolchain
 from mneme_cc.build.rdc_link import OFFLOAD_SECTION
 from mneme_cc.errors import MnemeError
 

@@ -21,7 +21,6 @@ docs/from-nvcc.md has the whole table.
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from pathlib import Path

@@ -77,10 +77,10 @@ def _find_library(name: str, dirs: list[str], static: bool) -> str | None:
 def link_inputs(args: list[str], inputs: list[str]) -> list[str]:
     """The objects and archives of a link, `-l` libraries resolved, in order."""
     dirs = [a[2:] for a in args if a.startswith("-L") and len(a) > 2]
-    dirs += [v for a, v in zip(args, args[1:]) if a == "-L"]
+    dirs += [v for a, v in zip(args, args[1:], strict=False) if a == "-L"]
     static = "-static" in args
     out = [p for p in inputs if not p.startswith("-")]
-    for arg, value in zip(args, [*args[1:], ""]):
+    for arg, value in zip(args, [*args[1:], ""], strict=True):
         name = arg[2:] if arg.startswith("-l") and len(arg) > 2 else (value if arg == "-l" else None)
         if name:
             found = _find_library(name, dirs, static)

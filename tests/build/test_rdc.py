@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, run, tool_env
+from conftest import RDC, build_rdc_sample, run, tool_env
 
-SAMPLE = SAMPLES / "rdc"
+SAMPLE = RDC
 KERNELS = {"_Z4initPfS_i", "_Z9integratePfS_if"}
 CALLEE = "_Z4dragf"  # physics.cu's drag(float), called by integrate.cu
 GLOBALS = {"g_gravity", "g_bounces"}  # defined in physics.cu, used elsewhere
@@ -111,23 +111,8 @@ def test_a_shared_library_of_rdc_objects_carries_its_linked_module(tmp_path):
 
 
 def test_cmake_separable_compilation(tmp_path):
-    source = tmp_path / "src"
-    source.mkdir()
-    (source / "CMakeLists.txt").write_text(f"""
-cmake_minimum_required(VERSION 3.24)
-project(rdc_cmake LANGUAGES CXX CUDA)
-add_library(physics STATIC {SAMPLE / 'physics.cu'})
-add_executable(rdc_sample {SAMPLE / 'main.cu'} {SAMPLE / 'integrate.cu'})
-target_link_libraries(rdc_sample PRIVATE physics)
-set_target_properties(physics rdc_sample PROPERTIES
-                      CUDA_SEPARABLE_COMPILATION ON CUDA_ARCHITECTURES 90)
-""")
-    build = tmp_path / "build"
-    run(["cmake", "-S", str(source), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
-         f"-DCMAKE_CUDA_COMPILER={nvcc_wrapper(tmp_path)}",
-         "-DCMAKE_CUDA_RESOLVE_DEVICE_SYMBOLS=OFF"])
-    run(["cmake", "--build", str(build), "-j2"])
-    check_program(build / "rdc_sample", tmp_path)
+    # tests/samples/rdc/CMakeLists.txt: CUDA_SEPARABLE_COMPILATION ON, CUDA_ARCHITECTURES 90.
+    check_program(build_rdc_sample("cmake", tmp_path), tmp_path)
 
 
 def test_damaged_ir_in_an_rdc_object_is_a_one_line_error(tmp_path):
