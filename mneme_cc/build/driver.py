@@ -172,14 +172,19 @@ class Command:
 
 
 def _device_ir_link(inv: Invocation, clang: str) -> tuple[list[str], Path | None]:
-    """What a link of relocatable device code needs: clang's offload link
+    """What a link of relocatable device code needs: clang's device link
     and, when the objects carry IR, the object holding the linked module."""
     if {"--emit-static-lib", "-r", "--relocatable"} & set(inv.link_args):
         return [], None  # an archive or a partial link: the program's link does it
     paths = rdc_link.link_inputs(inv.link_args, inv.inputs)
     if not any(_has_offload_code(p) for p in paths):
         return [], None
-    extra = [] if {"-fgpu-rdc", "--offload-link"} & set(inv.link_args) else ["--offload-link"]
+    # clang's device link of such objects runs only under -fgpu-rdc (its
+    # --offload-link runs it with other options, under which nvlink refuses
+    # a kernel that one TU declares and another defines).
+    extra = [] if "-fgpu-rdc" in inv.link_args else ["-fgpu-rdc"]
+    if not inv.names_cuda_path:
+        extra.append(f"--cuda-path={toolchain.require_cuda_toolkit()}")
     scratch = Path(tempfile.mkdtemp(prefix="mneme-link-"))
     try:
         obj = rdc_link.linked_ir_object(paths, inv.output or "a.out", clang, scratch)

@@ -16,8 +16,3 @@ __global__ void integrate(float *position, float *velocity, int n, float dt) {
   position[i] = x;
   velocity[i] = v;
 }
-
-void integrate_steps(float *position, float *velocity, int n, int steps, int threads) {
-  for (int s = 0; s < steps; ++s)
-    integrate<<<(n + threads - 1) / threads, threads>>>(position, velocity, n, 0.25f);
-}

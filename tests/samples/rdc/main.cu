@@ -1,13 +1,10 @@
-// Separable compilation sample: main.cu steps the particles with
-// integrate.cu's kernel, which calls into libphysics.a, and reads the
-// library's bounce counter.  Every value is exact in float, so every
+// Separable compilation sample: main.cu launches integrate.cu's kernel,
+// which calls into libphysics.a, and reads the library's bounce counter.  Every value is exact in float, so every
 // compiler prints the same numbers.
 #include "particles.cuh"
 
 #include <cstdio>
 #include <vector>
-
-void integrate_steps(float *position, float *velocity, int n, int steps, int threads);
 
 __global__ void init(float *position, float *velocity, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -33,7 +30,8 @@ int main() {
   CHECK(cudaMalloc(&position, n * sizeof(float)));
   CHECK(cudaMalloc(&velocity, n * sizeof(float)));
   init<<<blocks, threads>>>(position, velocity, n);
-  integrate_steps(position, velocity, n, steps, threads);
+  for (int s = 0; s < steps; ++s)
+    integrate<<<blocks, threads>>>(position, velocity, n, 0.25f);
   CHECK(cudaDeviceSynchronize());
   std::vector<float> x(n), v(n);
   int bounces = 0;
