@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mneme_cc.build import rdc_link, toolchain
+from mneme_cc.build import rdc_compile, rdc_link, toolchain
 from mneme_cc.build.rdc_link import OFFLOAD_SECTION
 from mneme_cc.errors import MnemeError
 
@@ -165,10 +165,18 @@ def _with_shared_cudart(args: list[str]) -> list[str]:
 
 @dataclass
 class Command:
-    """The clang command to run, and a scratch directory to remove after it."""
+    """The clang command to run, and a scratch directory to remove after it.
+
+    A one-command build of relocatable device code runs `steps` (its
+    compiles) first, and plans its link, `deferred_link`, once they have
+    made the objects whose IR the link reads.
+    """
 
     argv: list[str]
     scratch: Path | None = None
+    steps: list[list[str]] = field(default_factory=list)
+    deferred_link: list[str] | None = None
+    language: str = "c++"
 
 
 def _device_ir_link(inv: Invocation, clang: str) -> tuple[list[str], Path | None]:
@@ -215,6 +223,15 @@ def build_command(language: str, args: list[str]) -> Command:
     inv = analyse(args)
     if not inv.inputs:  # --version, -print-*, -v alone: nothing to change
         return Command([clang, *mode, *args])
+    if rdc_compile.splittable(inv.args, inv.inputs, inv.cuda_inputs, inv.links):
+        scratch = Path(tempfile.mkdtemp(prefix="mneme-rdc-"))
+        compiles, link = rdc_compile.split(args, inv.inputs, _TAKES_VALUE, scratch)
+        try:
+            steps = [build_command(language, c).argv for c in compiles]
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        return Command([], scratch, steps, link, language)
     extra = _cuda_compile_flags(inv, clang) if inv.cuda_inputs else []
     if not (inv.links and _links_cuda_code(inv)):
         return Command([clang, *mode, *extra, *args])
@@ -234,16 +251,37 @@ def clang_command(language: str, args: list[str]) -> list[str]:
     return command.argv
 
 
-def execute(command: Command) -> None:
-    """Runs clang in this process, or, with scratch files, as a child."""
+def _finish(code: int, *scratch: Path | None) -> None:
+    for directory in scratch:
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
+    sys.exit(code if code >= 0 else 128 - code)  # a signal: the shell's status
+
+
+def execute(command: Command, tool: str) -> None:
+    """Runs clang in this process, or, with scratch files or steps, as children."""
     sys.stdout.flush()
     if command.scratch is None:
         os.execv(command.argv[0], command.argv)
+    for step in command.steps:
+        code = subprocess.call(step)
+        if code != 0:
+            _finish(code, command.scratch)
+    argv, link_scratch = command.argv, None
+    if command.deferred_link is not None:
+        try:
+            link = build_command(command.language, command.deferred_link)
+        except MnemeError as exc:
+            print(f"{tool}: error: {exc}", file=sys.stderr)
+            _finish(1, command.scratch)
+        argv, link_scratch = link.argv, link.scratch
     try:
-        code = subprocess.call(command.argv)
+        code = subprocess.call(argv)
     finally:
-        shutil.rmtree(command.scratch, ignore_errors=True)
-    sys.exit(code if code >= 0 else 128 - code)
+        for directory in (command.scratch, link_scratch):
+            if directory is not None:
+                shutil.rmtree(directory, ignore_errors=True)
+    _finish(code)
 
 
 def run(language: str, tool: str) -> None:
@@ -252,7 +290,7 @@ def run(language: str, tool: str) -> None:
     except MnemeError as exc:
         print(f"{tool}: error: {exc}", file=sys.stderr)
         sys.exit(1)
-    execute(command)
+    execute(command, tool)
 
 
 def main_cc() -> None:

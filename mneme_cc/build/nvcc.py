@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     if command is None:
         sys.exit(0)
-    driver.execute(command)
+    driver.execute(command, TOOL)
 
 
 if __name__ == "__main__":

@@ -100,6 +100,17 @@ def test_mneme_cxx_fgpu_rdc_with_a_static_library(tmp_path):
     assert "libcudart.so" in needed
 
 
+def test_one_command_compiles_and_links(tmp_path):
+    app = tmp_path / "app"
+    sources = [str(SAMPLE / f"{name}.cu") for name in ("main", "integrate", "physics")]
+    run(["mneme-cxx", "-fgpu-rdc", "-O2", f"-I{SAMPLE}", *sources, "-o", str(app)],
+        env=tool_env(TMPDIR=str(tmp_path)))
+    check_program(app, tmp_path)
+    # The objects it compiled on the way are gone.
+    assert not list(tmp_path.glob("mneme-rdc-*")) and not list(tmp_path.glob("mneme-link-*"))
+    assert not list(tmp_path.glob("mneme-handoff-*/*.mnir"))  # every TU embedded its IR
+
+
 def test_a_shared_library_of_rdc_objects_carries_its_linked_module(tmp_path):
     objects = compile_rdc(tmp_path, "-fPIC")
     lib = tmp_path / "libparticles.so"
