@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import RDC, build_rdc_sample, run, tool_env
+from conftest import RDC, build_print_hook, build_rdc_sample, run, tool_env
 
 SAMPLE = RDC
 KERNELS = {"_Z4initPfS_i", "_Z9integratePfS_if"}
@@ -90,7 +90,12 @@ def compile_rdc(tmp_path: Path, *extra: str) -> dict[str, Path]:
 
 def test_mneme_cxx_fgpu_rdc_with_a_static_library(tmp_path):
     objects = compile_rdc(tmp_path)
-    run(["ar", "rcs", str(tmp_path / "libphysics.a"), str(objects["physics"])])
+    # A member nothing needs stays out of the linked module, as out of the program.
+    unused = tmp_path / "unused.cu"
+    unused.write_text("__device__ float unused_helper(float x) { return x + 1.0f; }\n")
+    run(["mneme-cxx", "-fgpu-rdc", "-c", str(unused), "-o", str(tmp_path / "unused.o")])
+    run(["ar", "rcs", str(tmp_path / "libphysics.a"), str(objects["physics"]),
+         str(tmp_path / "unused.o")])
     app = tmp_path / "app"
     # No -fgpu-rdc and no CUDA runtime named at the link: the driver adds both.
     run(["mneme-cxx", str(objects["main"]), str(objects["integrate"]), f"-L{tmp_path}",
@@ -109,6 +114,20 @@ def test_one_command_compiles_and_links(tmp_path):
     # The objects it compiled on the way are gone.
     assert not list(tmp_path.glob("mneme-rdc-*")) and not list(tmp_path.glob("mneme-link-*"))
     assert not list(tmp_path.glob("mneme-handoff-*/*.mnir"))  # every TU embedded its IR
+
+
+def test_the_linked_module_is_registered_at_start_up(tmp_path):
+    """A preloaded hook gets each TU's records and the linked module's."""
+    app = build_rdc_sample("cxx", tmp_path)
+    hook = build_print_hook(tmp_path)
+    # Without a GPU the program fails after start-up; the hook has run by then.
+    hooked = run([str(app)], env=tool_env(LD_PRELOAD=str(hook)), check=False)
+    metas = [json.loads(line.split("metadata ", 1)[1])
+             for line in hooked.stderr.splitlines() if line.startswith("hook: ")]
+    assert sorted(Path(m["source"]).name for m in metas) == \
+        ["integrate.cu", "main.cu", "physics.cu", "rdc_sample"]
+    (linked,) = [m for m in metas if m.get("linked")]
+    assert {k["name"] for k in linked["kernels"]} == KERNELS
 
 
 def test_a_shared_library_of_rdc_objects_carries_its_linked_module(tmp_path):
