@@ -94,6 +94,22 @@ def rdc_units(paths: list[str]) -> list[Unit]:
     return [unit for path in paths if Path(path).is_file() for unit in _units_in(path)]
 
 
+def _parse(module: EmbeddedModule):
+    """The record's bitcode as an llvmlite module.
+
+    Raises:
+        MnemeError: this LLVM cannot read it.
+    """
+    import llvmlite.binding as llvm
+
+    try:
+        return llvm.parse_bitcode(module.bitcode)
+    except RuntimeError as exc:
+        detail = (str(exc).strip().splitlines() or ["unreadable"])[0]
+        raise MnemeError(f"{module.origin}: the device IR of {module.source} cannot be "
+                         f"read ({detail}); rebuild it with this mneme-cc") from None
+
+
 def _symbols(module) -> tuple[set[str], set[str]]:
     """(defined, undefined) external symbols of an llvmlite module."""
     defined, undefined = set(), set()
@@ -114,13 +130,11 @@ def select(units: list[Unit], arch: str) -> list[EmbeddedModule]:
     side may launch it) or a symbol the modules taken so far need, as a
     linker pulls archive members.
     """
-    import llvmlite.binding as llvm
-
     candidates = []
     for unit in units:
         for module in unit.modules:
             if module.arch == arch:
-                defined, undefined = _symbols(llvm.parse_bitcode(module.bitcode))
+                defined, undefined = _symbols(_parse(module))
                 candidates.append((unit.from_archive, module, defined, undefined))
     taken = [c for c in candidates if not c[0] or c[1].kernels]
     rest = [c for c in candidates if c not in taken]
@@ -163,10 +177,10 @@ def link_arch(modules: list[EmbeddedModule], output: str) -> bytes:
 
     from mneme_cc import __version__, _native
 
-    linked = llvm.parse_bitcode(modules[0].bitcode)
+    linked = _parse(modules[0])
     for module in modules[1:]:
         try:
-            linked.link_in(llvm.parse_bitcode(module.bitcode))
+            linked.link_in(_parse(module))
         except RuntimeError as exc:
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else "link failed"
             raise MnemeError(f"linking the device IR of {module.origin}: {message}") from None
