@@ -145,6 +145,24 @@ def test_cmake_separable_compilation(tmp_path):
     check_program(build_rdc_sample("cmake", tmp_path), tmp_path)
 
 
+def test_add_mneme_needs_no_setting_for_separable_compilation(tmp_path):
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "CMakeLists.txt").write_text(f"""
+cmake_minimum_required(VERSION 3.24)
+project(with_add_mneme LANGUAGES CXX CUDA)
+find_package(mneme CONFIG REQUIRED)
+add_subdirectory({RDC} rdc)
+add_mneme(rdc_sample)
+""")
+    build = tmp_path / "build"
+    mneme_dir = run(["mneme", "config", "cmakedir"]).stdout.strip()
+    run(["cmake", "-S", str(source), "-B", str(build), f"-Dmneme_DIR={mneme_dir}",
+         f"-DCMAKE_CUDA_COMPILER={nvcc_wrapper(tmp_path)}"])
+    run(["cmake", "--build", str(build), "-j2"])
+    check_program(build / "rdc" / "rdc_sample", tmp_path)
+
+
 def test_damaged_ir_in_an_rdc_object_is_a_one_line_error(tmp_path):
     objects = compile_rdc(tmp_path)
     data = bytearray(objects["physics"].read_bytes())
