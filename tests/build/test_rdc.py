@@ -130,6 +130,24 @@ def test_the_linked_module_is_registered_at_start_up(tmp_path):
     assert {k["name"] for k in linked["kernels"]} == KERNELS
 
 
+def test_a_one_command_build_splits_into_compiles_and_a_link(tmp_path):
+    from mneme_cc.build import driver, rdc_compile
+
+    args = ["-fgpu-rdc", "-O2", "-I", "inc", "a.cu", "-o", "app", "b.o", "-lm"]
+    inv = driver.analyse(args)
+    assert rdc_compile.splittable(inv.args, inv.inputs, inv.cuda_inputs, inv.links)
+    compiles, link = rdc_compile.split(args, inv.inputs, driver._TAKES_VALUE, tmp_path)
+    obj = str(tmp_path / "0-a.o")
+    assert compiles == [["-fgpu-rdc", "-O2", "-I", "inc", "-lm", "-Qunused-arguments",
+                         "-c", "a.cu", "-o", obj]]
+    assert link == ["-fgpu-rdc", "-O2", "-I", "inc", obj, "-o", "app", "b.o", "-lm",
+                    "-Qunused-arguments"]
+    for other in (["-O2", "a.cu", "-o", "app"], ["-fgpu-rdc", "-c", "a.cu"],
+                  ["-fgpu-rdc", "-x", "cuda", "a.cu", "-o", "app"]):
+        inv = driver.analyse(other)
+        assert not rdc_compile.splittable(inv.args, inv.inputs, inv.cuda_inputs, inv.links)
+
+
 def test_a_shared_library_of_rdc_objects_carries_its_linked_module(tmp_path):
     objects = compile_rdc(tmp_path, "-fPIC")
     lib = tmp_path / "libparticles.so"
