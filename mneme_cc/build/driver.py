@@ -5,8 +5,11 @@ compiles CUDA, the driver puts its own flags *before* the user's (so the
 user's win): the toolkit, a default arch, the pass plugin, silence for the
 CUDA-version warning and, when the toolkit lacks cuRAND, a stand-in header.
 For a link that involves CUDA code it links the shared CUDA runtime, which
-the recorder interposes, in place of the static one.  Anything else runs
-exactly as clang would run it.
+the recorder interposes, in place of the static one; a link of relocatable
+device code also gets clang's device link and the IR linked from all its
+objects (rdc_link.py), and a compile-and-link of it is split into compiles
+and that link (rdc_compile.py).  Anything else runs exactly as clang would
+run it.
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ class Invocation:
     names_plugin: bool = False
     names_cudart: bool = False
     output: str | None = None
-    link_args: list[str] = field(default_factory=list)  # response files read
+    expanded_args: list[str] = field(default_factory=list)  # with response files read
 
 
 def _expand_response_files(args: list[str], active: frozenset[Path] = frozenset()) -> list[str]:
@@ -123,7 +126,7 @@ def analyse(args: list[str]) -> Invocation:
             if language == "cuda" or (language is None and arg.endswith(_CUDA_SUFFIXES)):
                 inv.cuda_inputs.append(arg)
     inv.links = bool(inv.inputs) and not no_link
-    inv.link_args = expanded
+    inv.expanded_args = expanded
     return inv
 
 
@@ -133,7 +136,7 @@ def _links_cuda_code(inv: Invocation) -> bool:
         return True
     from mneme_cc.build.elf import has_section
 
-    for path in rdc_link.link_inputs(inv.link_args, inv.inputs):
+    for path in rdc_link.link_inputs(inv.expanded_args, inv.inputs):
         if path.endswith(_OBJECT_SUFFIXES) and Path(path).is_file():
             try:
                 if has_section(path, ".nv_fatbin") or has_section(path, OFFLOAD_SECTION):
@@ -182,15 +185,15 @@ class Command:
 def _device_ir_link(inv: Invocation, clang: str) -> tuple[list[str], Path | None]:
     """What a link of relocatable device code needs: clang's device link
     and, when the objects carry IR, the object holding the linked module."""
-    if {"--emit-static-lib", "-r", "--relocatable"} & set(inv.link_args):
+    if {"--emit-static-lib", "-r", "--relocatable"} & set(inv.expanded_args):
         return [], None  # an archive or a partial link: the program's link does it
-    paths = rdc_link.link_inputs(inv.link_args, inv.inputs)
+    paths = rdc_link.link_inputs(inv.expanded_args, inv.inputs)
     if not any(_has_offload_code(p) for p in paths):
         return [], None
     # clang's device link of such objects runs only under -fgpu-rdc (its
     # --offload-link runs it with other options, under which nvlink refuses
     # a kernel that one TU declares and another defines).
-    extra = [] if "-fgpu-rdc" in inv.link_args else ["-fgpu-rdc"]
+    extra = [] if "-fgpu-rdc" in inv.expanded_args else ["-fgpu-rdc"]
     if not inv.names_cuda_path:
         extra.append(f"--cuda-path={toolchain.require_cuda_toolkit()}")
     scratch = Path(tempfile.mkdtemp(prefix="mneme-link-"))
