@@ -42,13 +42,22 @@ function(add_mneme target)
       message(FATAL_ERROR "add_mneme(${target}): the CUDA compiler is clang "
         "${_major}; the mneme plugin needs clang ${MNEME_LLVM_MAJOR}")
     endif()
-    # mneme-cxx adds these itself; a plain clang needs them here.
+    # mneme-cxx and mneme-nvcc add these themselves; a plain clang needs them here.
     get_filename_component(_compiler_name "${CMAKE_CUDA_COMPILER}" NAME)
-    if(NOT _compiler_name STREQUAL "mneme-cxx")
+    if(NOT _compiler_name MATCHES "^mneme-(cxx|nvcc)$")
       target_compile_options(${target} PRIVATE
         "$<$<COMPILE_LANGUAGE:CUDA>:-fpass-plugin=${MNEME_PLUGIN};-Wno-unknown-cuda-version;SHELL:-idirafter ${MNEME_COMPAT_INCLUDE_DIR}>")
+      # A plain clang links relocatable device code only when told; the
+      # module linked from its IR needs mneme's drivers (docs/embedded-ir.md).
+      target_link_options(${target} PRIVATE
+        "$<$<AND:$<LINK_LANGUAGE:CUDA>,$<BOOL:$<TARGET_PROPERTY:CUDA_SEPARABLE_COMPILATION>>>:-fgpu-rdc>")
     endif()
     set_property(TARGET ${target} PROPERTY CUDA_RUNTIME_LIBRARY Shared)
+    # With CUDA_SEPARABLE_COMPILATION, clang links the device code at the
+    # program's link (and mneme's drivers link its IR there); CMake's own
+    # device-link step runs the toolkit's fatbinary with an option CUDA 13
+    # no longer has.
+    set_property(TARGET ${target} PROPERTY CUDA_RESOLVE_DEVICE_SYMBOLS OFF)
   else()
     # CUDA sources compiled as C++ by mneme-cxx (CXX=mneme-cxx): the driver
     # adds the plugin; the shared runtime must still be linked.

@@ -70,6 +70,22 @@ struct CommandLine {
   }
 };
 
+} // namespace
+
+namespace mneme {
+
+std::string cc1Value(StringRef Flag) {
+  std::vector<std::string> Args = cc1Arguments();
+  for (size_t I = 0; I + 1 < Args.size(); ++I)
+    if (Args[I] == Flag)
+      return Args[I + 1];
+  return "";
+}
+
+} // namespace mneme
+
+namespace {
+
 // Libdevice's functions (linked in before the pipeline) carry no flags of
 // the user's: they would hide what the user's code was compiled with.
 bool isUserFunction(const Function &F) {

@@ -34,13 +34,16 @@ bool isKernel(const Function &F) {
 }
 
 // The arch and PTX features clang compiled for, read off the functions it
-// emitted (the module itself does not record them).
+// emitted (the module itself does not record them), else off cc1's command
+// line: a TU of relocatable device code may define only variables, or
+// nothing at all.
 std::pair<std::string, std::string> targetOf(const Module &M) {
   for (const Function &F : M)
     if (!F.isDeclaration() && F.hasFnAttribute("target-cpu"))
       return {F.getFnAttribute("target-cpu").getValueAsString().str(),
               F.getFnAttribute("target-features").getValueAsString().str()};
-  return {"unknown", ""};
+  std::string Arch = mneme::cc1Value("-target-cpu");
+  return {Arch.empty() ? "unknown" : Arch, ""};
 }
 
 json::Object describe(const Module &M, bool StrippedO0, size_t IRSize, StringRef OptLevel) {

@@ -22,8 +22,16 @@ constexpr int RegisterPriority = 101;
 namespace mneme {
 
 bool isCudaHostModule(const Module &M) {
-  return M.getFunction("__cuda_register_globals") ||
-         M.getFunction("__cuda_module_ctor");
+  if (M.getFunction("__cuda_register_globals") || M.getFunction("__cuda_module_ctor"))
+    return true;
+  // Relocatable device code (-fgpu-rdc) goes through clang's offload driver:
+  // the host module lists its kernels and variables as offload entries and
+  // the registration code is only made at the link.
+  for (const GlobalVariable &GV : M.globals())
+    if (GV.getSection() == "llvm_offload_entries" ||
+        GV.getSection() == "cuda_offloading_entries")
+      return true;
+  return false;
 }
 
 void embedRecords(Module &M, StringRef Records) {

@@ -50,6 +50,10 @@ llvm::SmallVector<std::string, 2> takeHandoffFiles(llvm::StringRef Key,
 // OptLevel is the pipeline's level ("0".."3", "s", "z"), empty if unknown.
 llvm::json::Object describeCodegen(const llvm::Module &M, llvm::StringRef OptLevel);
 
+// The value that follows Flag on cc1's command line; empty when there is
+// none or cc1 runs inside the driver process.
+std::string cc1Value(llvm::StringRef Flag);
+
 // --- DeviceCapture.cpp ---------------------------------------------------
 
 // Serialises the device module as one embedded-IR record (metadata and

@@ -46,9 +46,10 @@ void addForTarget(ModulePassManager &MPM, OptimizationLevel Level) {
     PreservedAnalyses run(Module &M, ModuleAnalysisManager &AM) {
       if (M.getTargetTriple().isNVPTX())
         return CapturePass{{}, OptLevel}.run(M, AM);
-      if (mneme::isCudaHostModule(M))
-        return EmbedPass().run(M, AM);
-      return PreservedAnalyses::all();
+      // Every host job of a CUDA compile looks for its records: a TU of
+      // relocatable device code with only __device__ functions has nothing
+      // on the host side that marks it as CUDA.
+      return EmbedPass().run(M, AM);
     }
     static bool isRequired() { return true; }
   };

@@ -9,12 +9,14 @@ Kept import-light: the drivers import this package on every compile.
 
 from __future__ import annotations
 
-__all__ = ["DeviceGlobal", "EmbeddedKernel", "EmbeddedModule", "clang_command",
-           "decode_records", "find_cuda_toolkit", "read_embedded_modules"]
+__all__ = ["Command", "DeviceGlobal", "EmbeddedKernel", "EmbeddedModule", "build_command",
+           "clang_command", "decode_records", "find_cuda_toolkit", "linked_ir_object",
+           "read_embedded_modules"]
 
 _HOME = {"DeviceGlobal": "embedded", "EmbeddedKernel": "embedded", "EmbeddedModule": "embedded",
          "decode_records": "embedded", "read_embedded_modules": "embedded",
-         "clang_command": "driver", "find_cuda_toolkit": "toolchain"}
+         "clang_command": "driver", "build_command": "driver", "Command": "driver",
+         "find_cuda_toolkit": "toolchain", "linked_ir_object": "rdc_link"}
 
 
 def __getattr__(name: str):

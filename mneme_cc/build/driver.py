@@ -5,18 +5,25 @@ compiles CUDA, the driver puts its own flags *before* the user's (so the
 user's win): the toolkit, a default arch, the pass plugin, silence for the
 CUDA-version warning and, when the toolkit lacks cuRAND, a stand-in header.
 For a link that involves CUDA code it links the shared CUDA runtime, which
-the recorder interposes, in place of the static one.  Anything else runs
-exactly as clang would run it.
+the recorder interposes, in place of the static one; a link of relocatable
+device code also gets clang's device link and the IR linked from all its
+objects (rdc_link.py), and a compile-and-link of it is split into compiles
+and that link (rdc_compile.py).  Anything else runs exactly as clang would
+run it.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mneme_cc.build import toolchain
+from mneme_cc.build import rdc_compile, rdc_link, toolchain
+from mneme_cc.build.rdc_link import OFFLOAD_SECTION
 from mneme_cc.errors import MnemeError
 
 # Options whose value is the next argument, so that value is not an input.
@@ -52,6 +59,8 @@ class Invocation:
     names_cuda_path: bool = False
     names_plugin: bool = False
     names_cudart: bool = False
+    output: str | None = None
+    expanded_args: list[str] = field(default_factory=list)  # with response files read
 
 
 def _expand_response_files(args: list[str], active: frozenset[Path] = frozenset()) -> list[str]:
@@ -96,6 +105,10 @@ def analyse(args: list[str]) -> Invocation:
         if arg in ("-lcudart", "-lcudart_static") or arg.endswith("libcudart_static.a") or (
                 arg == "-l" and value in ("cudart", "cudart_static")):
             inv.names_cudart = True
+        if arg == "-o" and value is not None:
+            inv.output = value
+        elif arg.startswith("-o") and len(arg) > 2:
+            inv.output = arg[2:]
         if value is not None:
             continue
         if arg in _NO_LINK:
@@ -113,6 +126,7 @@ def analyse(args: list[str]) -> Invocation:
             if language == "cuda" or (language is None and arg.endswith(_CUDA_SUFFIXES)):
                 inv.cuda_inputs.append(arg)
     inv.links = bool(inv.inputs) and not no_link
+    inv.expanded_args = expanded
     return inv
 
 
@@ -122,10 +136,10 @@ def _links_cuda_code(inv: Invocation) -> bool:
         return True
     from mneme_cc.build.elf import has_section
 
-    for path in inv.inputs:
+    for path in rdc_link.link_inputs(inv.expanded_args, inv.inputs):
         if path.endswith(_OBJECT_SUFFIXES) and Path(path).is_file():
             try:
-                if has_section(path, ".nv_fatbin"):
+                if has_section(path, ".nv_fatbin") or has_section(path, OFFLOAD_SECTION):
                     return True
             except (MnemeError, OSError):
                 continue  # not ours to diagnose: clang will
@@ -152,30 +166,134 @@ def _with_shared_cudart(args: list[str]) -> list[str]:
     return swapped + toolchain.cuda_link_flags(toolchain.require_cuda_toolkit())
 
 
-def clang_command(language: str, args: list[str]) -> list[str]:
-    """The full clang command line for `mneme-cc` ("c") or `mneme-cxx` ("c++").
+@dataclass
+class Command:
+    """The clang command to run, and a scratch directory to remove after it.
+
+    A one-command build of relocatable device code runs `steps` (its
+    compiles) first, and plans its link, `deferred_link`, once they have
+    made the objects whose IR the link reads.
+    """
+
+    argv: list[str]
+    scratch: Path | None = None
+    steps: list[list[str]] = field(default_factory=list)
+    deferred_link: list[str] | None = None
+    language: str = "c++"
+
+
+def _device_ir_link(inv: Invocation, clang: str) -> tuple[list[str], Path | None]:
+    """What a link of relocatable device code needs: clang's device link
+    and, when the objects carry IR, the object holding the linked module."""
+    if {"--emit-static-lib", "-r", "--relocatable"} & set(inv.expanded_args):
+        return [], None  # an archive or a partial link: the program's link does it
+    paths = rdc_link.link_inputs(inv.expanded_args, inv.inputs)
+    if not any(_has_offload_code(p) for p in paths):
+        return [], None
+    # clang's device link of such objects runs only under -fgpu-rdc (its
+    # --offload-link runs it with other options, under which nvlink refuses
+    # a kernel that one TU declares and another defines).
+    extra = [] if "-fgpu-rdc" in inv.expanded_args else ["-fgpu-rdc"]
+    if not inv.names_cuda_path:
+        extra.append(f"--cuda-path={toolchain.require_cuda_toolkit()}")
+    scratch = Path(tempfile.mkdtemp(prefix="mneme-link-"))
+    try:
+        obj = rdc_link.linked_ir_object(paths, inv.output or "a.out", clang, scratch)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return extra + ([str(obj)] if obj else []), scratch
+
+
+def _has_offload_code(path: str) -> bool:
+    from mneme_cc.build.elf import has_section
+
+    try:
+        return Path(path).is_file() and has_section(path, OFFLOAD_SECTION)
+    except (MnemeError, OSError):
+        return False
+
+
+def build_command(language: str, args: list[str]) -> Command:
+    """The clang command for `mneme-cc` ("c") or `mneme-cxx` ("c++").
 
     Raises:
-        MnemeError: the toolchain or a setting does not allow the build.
+        MnemeError: the toolchain or a setting does not allow the build, or
+            the device IR of relocatable objects cannot be linked.
     """
     clang = toolchain.select_clang()
     mode = ["--driver-mode=g++"] if language == "c++" else []
     inv = analyse(args)
     if not inv.inputs:  # --version, -print-*, -v alone: nothing to change
-        return [clang, *mode, *args]
+        return Command([clang, *mode, *args])
+    if rdc_compile.splittable(inv.args, inv.inputs, inv.cuda_inputs, inv.links):
+        scratch = Path(tempfile.mkdtemp(prefix="mneme-rdc-"))
+        compiles, link = rdc_compile.split(args, inv.inputs, _TAKES_VALUE, scratch)
+        try:
+            steps = [build_command(language, c).argv for c in compiles]
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        return Command([], scratch, steps, link, language)
     extra = _cuda_compile_flags(inv, clang) if inv.cuda_inputs else []
-    user = _with_shared_cudart(args) if inv.links and _links_cuda_code(inv) else list(args)
-    return [clang, *mode, *extra, *user]
+    if not (inv.links and _links_cuda_code(inv)):
+        return Command([clang, *mode, *extra, *args])
+    link_extra, scratch = _device_ir_link(inv, clang)
+    return Command([clang, *mode, *extra, *_with_shared_cudart(args), *link_extra], scratch)
+
+
+def clang_command(language: str, args: list[str]) -> list[str]:
+    """The full clang command line, for commands that need no scratch files.
+
+    Raises:
+        MnemeError: as build_command.
+    """
+    command = build_command(language, args)
+    if command.scratch is not None:
+        shutil.rmtree(command.scratch, ignore_errors=True)
+    return command.argv
+
+
+def _finish(code: int, *scratch: Path | None) -> None:
+    for directory in scratch:
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
+    sys.exit(code if code >= 0 else 128 - code)  # a signal: the shell's status
+
+
+def execute(command: Command, tool: str) -> None:
+    """Runs clang in this process, or, with scratch files or steps, as children."""
+    sys.stdout.flush()
+    if command.scratch is None:
+        os.execv(command.argv[0], command.argv)
+    for step in command.steps:
+        code = subprocess.call(step)
+        if code != 0:
+            _finish(code, command.scratch)
+    argv, link_scratch = command.argv, None
+    if command.deferred_link is not None:
+        try:
+            link = build_command(command.language, command.deferred_link)
+        except MnemeError as exc:
+            print(f"{tool}: error: {exc}", file=sys.stderr)
+            _finish(1, command.scratch)
+        argv, link_scratch = link.argv, link.scratch
+    try:
+        code = subprocess.call(argv)
+    finally:
+        for directory in (command.scratch, link_scratch):
+            if directory is not None:
+                shutil.rmtree(directory, ignore_errors=True)
+    _finish(code)
 
 
 def run(language: str, tool: str) -> None:
     try:
-        command = clang_command(language, sys.argv[1:])
+        command = build_command(language, sys.argv[1:])
     except MnemeError as exc:
         print(f"{tool}: error: {exc}", file=sys.stderr)
         sys.exit(1)
-    sys.stdout.flush()
-    os.execv(command[0], command)
+    execute(command, tool)
 
 
 def main_cc() -> None:

@@ -33,7 +33,8 @@ class DeviceGlobal:
 
 @dataclass(frozen=True)
 class EmbeddedModule:
-    """One translation unit's device module for one GPU arch."""
+    """One translation unit's device module for one GPU arch, or the module
+    linked from several (relocatable device code)."""
 
     origin: str  # the file (or archive member) it was found in
     arch: str
@@ -49,6 +50,12 @@ class EmbeddedModule:
     @property
     def ir_bytes(self) -> int:
         return len(self.bitcode)
+
+    @property
+    def linked(self) -> bool:
+        """True for the module a link of relocatable device code made from
+        several TUs' modules (`linked_sources` names them)."""
+        return bool(self.metadata.get("linked"))
 
 
 def decode_records(data: bytes, origin: str) -> list[EmbeddedModule]:

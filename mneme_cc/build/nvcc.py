@@ -21,7 +21,6 @@ docs/from-nvcc.md has the whole table.
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from pathlib import Path
@@ -165,9 +164,6 @@ def _finish(tr: Translation) -> None:
         front += [f"--cuda-gpu-arch={a}" for a in _archs(tr)]
         if tr.rdc:
             front.append("-fgpu-rdc")
-            tr.warnings.append(
-                "relocatable device code (-rdc=true, -dc) builds and runs, but its objects carry "
-                "no mneme IR yet: their kernels cannot be recorded")
     inputs, links = _inputs_and_links(tr)
     args = front + tr.front + _host_flags(tr, bool(cuda))
     if not tr.static_lib and "-r" not in tr.front and driver.analyse(args + inputs).links:
@@ -214,7 +210,7 @@ def _print_help() -> None:
           "Options, what each becomes and what differs from nvcc: docs/from-nvcc.md.")
 
 
-def nvcc_command(argv: list[str]) -> list[str] | None:
+def nvcc_command(argv: list[str]) -> driver.Command | None:
     """The clang command for an nvcc command line (None: nothing to run).
 
     Raises:
@@ -226,10 +222,10 @@ def nvcc_command(argv: list[str]) -> list[str] | None:
         _print_help()
         return None
     if tr.action == "version":
-        return _print_version()
+        return driver.Command(_print_version())
     for warning in tr.warnings:
         print(f"{TOOL}: warning: {warning}", file=sys.stderr)
-    return driver.clang_command("c++", tr.args)
+    return driver.build_command("c++", tr.args)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -244,8 +240,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     if command is None:
         sys.exit(0)
-    sys.stdout.flush()
-    os.execv(command[0], command)
+    driver.execute(command, TOOL)
 
 
 if __name__ == "__main__":

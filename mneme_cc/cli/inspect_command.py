@@ -32,7 +32,10 @@ def _module_summary(module) -> dict:
     """The module's description without its bitcode (which --extract writes)."""
     summary = {k: v for k, v in dataclasses.asdict(module).items()
                if k not in ("bitcode", "metadata")}
-    return {**summary, "ir_bytes": module.ir_bytes, "codegen": _codegen(module).to_dict()}
+    linked = {"linked": True, "linked_sources": module.metadata.get("linked_sources", [])} \
+        if module.linked else {}
+    return {**summary, "ir_bytes": module.ir_bytes, "codegen": _codegen(module).to_dict(),
+            **linked}
 
 
 def _file_names(modules) -> list[str]:
@@ -40,7 +43,8 @@ def _file_names(modules) -> list[str]:
     safe characters (they must not reach outside the directory), never clashing."""
     names, taken = [], set()
     for module in modules:
-        stem = re.sub(r"[^A-Za-z0-9_.+-]", "_", f"{Path(module.source).stem}.{module.arch}")
+        kind = ".linked" if module.linked else ""
+        stem = re.sub(r"[^A-Za-z0-9_.+-]", "_", f"{Path(module.source).stem}{kind}.{module.arch}")
         stem = stem.lstrip(".") or "module"
         name, n = stem, 1
         while name in taken:
@@ -109,6 +113,9 @@ def _render(file: Path, modules) -> None:
     for module in modules:
         console.print(f"\n[bold cyan]{module.source}[/] for [bold]{module.arch}[/] "
                       f"({module.ir_bytes} bytes of IR) in {module.origin}")
+        if module.linked:
+            sources = ", ".join(module.metadata.get("linked_sources", []))
+            console.print(f"linked device module of {sources}", highlight=False)
         console.print(f"codegen: {_describe_codegen(_codegen(module))}", highlight=False)
         kernels = Table("kernel", "demangled", box=None, pad_edge=False)
         for k in module.kernels:

@@ -103,6 +103,7 @@ void Registry::addIR(const void *Data, uint64_t Size) {
   for (const auto &R : Records) {
     IRModule M{std::string(R.Metadata), std::string(R.Bitcode), ""};
     M.Arch = stringField(M.Metadata, "arch");
+    M.Linked = M.Metadata.find("\"linked\":true") != std::string::npos;
     IR.push_back(std::move(M));
   }
 }
@@ -135,15 +136,20 @@ std::vector<VariableSymbol> Registry::variables(void **Module) const {
 
 const IRModule *Registry::irFor(const std::string &Kernel, const std::string &Arch) const {
   std::lock_guard<std::mutex> G(Lock);
-  const IRModule *Any = nullptr;
-  for (const IRModule &M : IR)
-    if (M.defines(Kernel)) {
-      if (M.Arch == Arch)
-        return &M;
-      if (!Any)
-        Any = &M;
+  // The arch first; then a module linked from relocatable device code over
+  // the kernel's own TU, whose calls into other TUs are only declarations.
+  const IRModule *Best = nullptr;
+  int BestScore = -1;
+  for (const IRModule &M : IR) {
+    if (!M.defines(Kernel))
+      continue;
+    int Score = (M.Arch == Arch ? 2 : 0) + (M.Linked ? 1 : 0);
+    if (Score > BestScore) {
+      Best = &M;
+      BestScore = Score;
     }
-  return Any;
+  }
+  return Best;
 }
 
 std::string_view Registry::image(void **Module) const {

@@ -28,11 +28,13 @@ struct VariableSymbol {
   bool Constant = false;
 };
 
-// One embedded-IR record (one TU, one arch).
+// One embedded-IR record (one TU, or the module linked from several, for
+// one arch).
 struct IRModule {
-  std::string Metadata; // JSON, as the plugin wrote it
+  std::string Metadata; // JSON, as the plugin or the IR link wrote it
   std::string Bitcode;
   std::string Arch;     // "sm_90"
+  bool Linked = false;  // linked from relocatable device code
   bool defines(const std::string &Kernel) const;
 };
 
@@ -51,7 +53,8 @@ public:
 
   const KernelSymbol *kernel(const void *HostFunction) const;
   std::vector<VariableSymbol> variables(void **Module) const;
-  // The IR defining Kernel, preferring Arch; null if no module carries it.
+  // The IR defining Kernel, preferring Arch, then a linked module; null if
+  // no module carries it.
   const IRModule *irFor(const std::string &Kernel, const std::string &Arch) const;
   // The application's compiled image of a module (empty if unknown).
   std::string_view image(void **Module) const;

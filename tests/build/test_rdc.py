@@ -1,0 +1,194 @@
+"""Relocatable device code: every object keeps its IR, and the program's link
+embeds one module per arch linked from all of them (tests/samples/rdc)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import RDC, build_print_hook, build_rdc_sample, run, tool_env
+
+SAMPLE = RDC
+KERNELS = {"_Z4initPfS_i", "_Z9integratePfS_if"}
+CALLEE = "_Z4dragf"  # physics.cu's drag(float), called by integrate.cu
+GLOBALS = {"g_gravity", "g_bounces"}  # defined in physics.cu, used elsewhere
+
+
+def nvcc_wrapper(tmp_path: Path) -> Path:
+    """`mneme-nvcc` as a script running this interpreter's package."""
+    script = tmp_path / "bin" / "mneme-nvcc"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(f"#!/bin/sh\nexec '{sys.executable}' -m mneme_cc.build.nvcc \"$@\"\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return script
+
+
+def inspect(binary: Path) -> list[dict]:
+    return json.loads(run(["mneme", "inspect", "--json", str(binary)]).stdout)["modules"]
+
+
+def linked_definitions(binary: Path, tmp_path: Path) -> tuple[dict, set[str]]:
+    """The linked module's metadata, and the symbols its extracted bitcode defines."""
+    import llvmlite.binding as llvm
+
+    out = tmp_path / "extracted"
+    run(["mneme", "inspect", "--extract", str(out), str(binary)])
+    (bitcode,) = out.glob("*.linked.sm_90.bc")
+    meta = json.loads(bitcode.with_suffix(".json").read_text())
+    module = llvm.parse_bitcode(bitcode.read_bytes())
+    defined = {v.name for v in [*module.functions, *module.global_variables]
+               if not v.is_declaration}
+    return meta, defined
+
+
+def check_program(binary: Path, tmp_path: Path) -> None:
+    """Every kernel is listed, and the linked module defines the other TUs' symbols."""
+    modules = inspect(binary)
+    assert {k["name"] for m in modules for k in m["kernels"]} == KERNELS
+    (linked,) = [m for m in modules if m.get("linked")]
+    assert {k["name"] for k in linked["kernels"]} == KERNELS
+    assert {g["name"] for g in linked["globals"]} == GLOBALS
+    assert sorted(Path(s).name for s in linked["linked_sources"]) == \
+        ["integrate.cu", "main.cu", "physics.cu"]
+    meta, defined = linked_definitions(binary, tmp_path)
+    assert {CALLEE, *KERNELS, *GLOBALS} <= defined
+    assert meta["arch"] == "sm_90"
+    # The TU's own module only declares what the link resolved.
+    (own,) = [m for m in modules if m["source"].endswith("integrate.cu")]
+    assert not own.get("linked")
+
+
+@pytest.mark.parametrize("opt", ["-O3", "-O0"])
+def test_makefile_written_for_nvcc(opt, tmp_path):
+    out = tmp_path / "build"
+    run(["make", "-j2", f"NVCC={nvcc_wrapper(tmp_path)}", f"OPT={opt}", f"BUILD={out}"], cwd=SAMPLE)
+    check_program(out / "rdc_sample", tmp_path)
+    # The device library keeps its members' IR and nothing of the link's.
+    members = {m["origin"] for m in inspect(out / "libphysics.a")}
+    assert members == {f"{out / 'libphysics.a'}(physics.o)"}
+
+
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc is not installed")
+def test_the_sample_is_valid_nvcc_input(tmp_path):
+    out = tmp_path / "build"
+    run(["make", "-j2", "NVCC=nvcc", f"BUILD={out}"], cwd=SAMPLE)
+    assert (out / "rdc_sample").is_file()
+
+
+def compile_rdc(tmp_path: Path, *extra: str) -> dict[str, Path]:
+    objects = {}
+    for name in ("main", "integrate", "physics"):
+        objects[name] = tmp_path / f"{name}.o"
+        run(["mneme-cxx", "-fgpu-rdc", "-O2", *extra, "-c", str(SAMPLE / f"{name}.cu"),
+             "-o", str(objects[name])])
+    return objects
+
+
+def test_mneme_cxx_fgpu_rdc_with_a_static_library(tmp_path):
+    objects = compile_rdc(tmp_path)
+    # A member nothing needs stays out of the linked module, as out of the program.
+    unused = tmp_path / "unused.cu"
+    unused.write_text("__device__ float unused_helper(float x) { return x + 1.0f; }\n")
+    run(["mneme-cxx", "-fgpu-rdc", "-c", str(unused), "-o", str(tmp_path / "unused.o")])
+    run(["ar", "rcs", str(tmp_path / "libphysics.a"), str(objects["physics"]),
+         str(tmp_path / "unused.o")])
+    app = tmp_path / "app"
+    # No -fgpu-rdc and no CUDA runtime named at the link: the driver adds both.
+    run(["mneme-cxx", str(objects["main"]), str(objects["integrate"]), f"-L{tmp_path}",
+         "-lphysics", "-o", str(app)])
+    check_program(app, tmp_path)
+    needed = run(["readelf", "-d", str(app)]).stdout
+    assert "libcudart.so" in needed
+
+
+def test_one_command_compiles_and_links(tmp_path):
+    app = tmp_path / "app"
+    sources = [str(SAMPLE / f"{name}.cu") for name in ("main", "integrate", "physics")]
+    run(["mneme-cxx", "-fgpu-rdc", "-O2", f"-I{SAMPLE}", *sources, "-o", str(app)],
+        env=tool_env(TMPDIR=str(tmp_path)))
+    check_program(app, tmp_path)
+    # The objects it compiled on the way are gone.
+    assert not list(tmp_path.glob("mneme-rdc-*")) and not list(tmp_path.glob("mneme-link-*"))
+    assert not list(tmp_path.glob("mneme-handoff-*/*.mnir"))  # every TU embedded its IR
+
+
+def test_the_linked_module_is_registered_at_start_up(tmp_path):
+    """A preloaded hook gets each TU's records and the linked module's."""
+    app = build_rdc_sample("cxx", tmp_path)
+    hook = build_print_hook(tmp_path)
+    # Without a GPU the program fails after start-up; the hook has run by then.
+    hooked = run([str(app)], env=tool_env(LD_PRELOAD=str(hook)), check=False)
+    metas = [json.loads(line.split("metadata ", 1)[1])
+             for line in hooked.stderr.splitlines() if line.startswith("hook: ")]
+    assert sorted(Path(m["source"]).name for m in metas) == \
+        ["integrate.cu", "main.cu", "physics.cu", "rdc_sample"]
+    (linked,) = [m for m in metas if m.get("linked")]
+    assert {k["name"] for k in linked["kernels"]} == KERNELS
+
+
+def test_a_one_command_build_splits_into_compiles_and_a_link(tmp_path):
+    from mneme_cc.build import driver, rdc_compile
+
+    args = ["-fgpu-rdc", "-O2", "-I", "inc", "a.cu", "-o", "app", "b.o", "-lm"]
+    inv = driver.analyse(args)
+    assert rdc_compile.splittable(inv.args, inv.inputs, inv.cuda_inputs, inv.links)
+    compiles, link = rdc_compile.split(args, inv.inputs, driver._TAKES_VALUE, tmp_path)
+    obj = str(tmp_path / "0-a.o")
+    assert compiles == [["-fgpu-rdc", "-O2", "-I", "inc", "-lm", "-Qunused-arguments",
+                         "-c", "a.cu", "-o", obj]]
+    assert link == ["-fgpu-rdc", "-O2", "-I", "inc", obj, "-o", "app", "b.o", "-lm",
+                    "-Qunused-arguments"]
+    for other in (["-O2", "a.cu", "-o", "app"], ["-fgpu-rdc", "-c", "a.cu"],
+                  ["-fgpu-rdc", "-x", "cuda", "a.cu", "-o", "app"]):
+        inv = driver.analyse(other)
+        assert not rdc_compile.splittable(inv.args, inv.inputs, inv.cuda_inputs, inv.links)
+
+
+def test_a_shared_library_of_rdc_objects_carries_its_linked_module(tmp_path):
+    objects = compile_rdc(tmp_path, "-fPIC")
+    lib = tmp_path / "libparticles.so"
+    run(["mneme-cxx", "-fgpu-rdc", "-shared", str(objects["integrate"]), str(objects["physics"]),
+         "-o", str(lib)])
+    (linked,) = [m for m in inspect(lib) if m.get("linked")]
+    assert {k["name"] for k in linked["kernels"]} == {"_Z9integratePfS_if"}
+    assert "libcudart.so" in run(["readelf", "-d", str(lib)]).stdout
+
+
+def test_cmake_separable_compilation(tmp_path):
+    # tests/samples/rdc/CMakeLists.txt: CUDA_SEPARABLE_COMPILATION ON, CUDA_ARCHITECTURES 90.
+    check_program(build_rdc_sample("cmake", tmp_path), tmp_path)
+
+
+def test_add_mneme_needs_no_setting_for_separable_compilation(tmp_path):
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "CMakeLists.txt").write_text(f"""
+cmake_minimum_required(VERSION 3.24)
+project(with_add_mneme LANGUAGES CXX CUDA)
+find_package(mneme CONFIG REQUIRED)
+add_subdirectory({RDC} rdc)
+add_mneme(rdc_sample)
+""")
+    build = tmp_path / "build"
+    mneme_dir = run(["mneme", "config", "cmakedir"]).stdout.strip()
+    run(["cmake", "-S", str(source), "-B", str(build), f"-Dmneme_DIR={mneme_dir}",
+         f"-DCMAKE_CUDA_COMPILER={nvcc_wrapper(tmp_path)}"])
+    run(["cmake", "--build", str(build), "-j2"])
+    check_program(build / "rdc" / "rdc_sample", tmp_path)
+
+
+def test_damaged_ir_in_an_rdc_object_is_a_one_line_error(tmp_path):
+    objects = compile_rdc(tmp_path)
+    data = bytearray(objects["physics"].read_bytes())
+    at = data.find(b"MNEMEIR\0")
+    data[at + 40:at + 48] = b"XXXXXXXX"  # inside the metadata: the checksum fails
+    objects["physics"].write_bytes(bytes(data))
+    proc = run(["mneme-cxx", *map(str, objects.values()), "-o", str(tmp_path / "app")],
+               check=False, env=tool_env())
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("mneme-cxx: error: ")
+    assert "Traceback" not in proc.stderr
