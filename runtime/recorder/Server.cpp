@@ -57,10 +57,6 @@ bool Server::load() {
     report(Error + "; every launch passes through");
     return false;
   }
-  if (!driver().Loaded) {
-    report(driver().Error + "; every launch passes through");
-    return false;
-  }
   State = Mode::Loaded;
   return true;
 }
@@ -70,6 +66,11 @@ bool Server::start() {
     return true;
   if (!load())
     return false;
+  if (!driver().Loaded) {
+    report(driver().Error + "; every launch passes through");
+    State = Mode::Off;
+    return false;
+  }
   // The runtime starts (and registers its exit handler) on its first real
   // call; registered after it, the report runs first and can still read
   // the kernel times.
@@ -385,11 +386,15 @@ void Server::writeReport() {
 
 void Server::finish() {
   std::lock_guard<std::mutex> G(Lock);
-  if (Finished || !load() || Table.Report.empty())
+  if (Finished)
     return;
   Finished = true;
-  if (State == Mode::Serving)
-    collect(true);
+  // Read even when nothing was launched, so that a damaged table is
+  // reported; a process that never launched a kernel writes no report.
+  load();
+  if (State != Mode::Serving || Table.Report.empty())
+    return;
+  collect(true);
   writeReport();
 }
 
