@@ -246,13 +246,13 @@ bool Server::timingStart(Context &C, CUcontext Ctx, CUstream S, Kernel &K, bool 
 }
 
 void Server::collect(bool Wait) {
-  size_t Kept = 0;
-  for (Timing &T : Pending) {
+  // Launches finish roughly in order: without waiting, stop at the first
+  // one still running, so a deep queue costs one query per launch.
+  while (!Pending.empty()) {
+    Timing &T = Pending.front();
     CUresult Ready = Wait ? driver().EventSynchronize(T.Stop) : driver().EventQuery(T.Stop);
-    if (Ready == CUDA_ERROR_NOT_READY) {
-      Pending[Kept++] = T;
-      continue;
-    }
+    if (Ready == CUDA_ERROR_NOT_READY)
+      return;
     float Ms = 0;
     if (Ready == CUDA_SUCCESS && driver().EventElapsedTime(&Ms, T.Start, T.Stop) == CUDA_SUCCESS) {
       (T.Served ? T.K->ServedMs : T.K->PassedMs) += Ms;
@@ -262,8 +262,8 @@ void Server::collect(bool Wait) {
       It->second.Events.push_back(T.Start);
       It->second.Events.push_back(T.Stop);
     }
+    Pending.pop_front();
   }
-  Pending.resize(Kept);
 }
 
 cudaError_t Server::passThrough(Kernel *K, const LaunchRequest &R, const std::string &Why,
@@ -290,7 +290,7 @@ cudaError_t Server::passThrough(Kernel *K, const LaunchRequest &R, const std::st
     Pending.push_back(T);
   else if (auto It = Contexts.find(Ctx); It != Contexts.end())
     It->second.Events.insert(It->second.Events.end(), {T.Start, T.Stop});
-  if (Pending.size() > 256)
+  if (Pending.size() > 64)
     collect(false);
   return Result;
 }
@@ -340,7 +340,7 @@ cudaError_t Server::launch(const LaunchRequest &R, const char *Unserved) {
   ++K.Served;
   if (Timed)
     Pending.push_back(T);
-  if (Pending.size() > 256)
+  if (Pending.size() > 64)
     collect(false);
   return cudaSuccess;
 }

@@ -13,6 +13,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
@@ -86,7 +87,7 @@ private:
   ServeTable Table;
   std::unordered_map<const void *, Kernel> Kernels; // by host function
   std::map<CUcontext, Context> Contexts;
-  std::vector<Timing> Pending;
+  std::deque<Timing> Pending; // launches whose time is not read yet
 };
 
 } // namespace mneme::recorder
