@@ -115,7 +115,7 @@ Server::Context *Server::context(CUcontext &Ctx) {
 
 void Server::warnOnce(Kernel &K, const std::string &Why) {
   if (K.Warned.insert(Why).second)
-    report(K.Demangled + ": " + Why + "; its launches pass through");
+    report("warning: " + K.Demangled + ": " + Why + "; its launches pass through");
 }
 
 const std::vector<const ServeEntry *> &Server::candidates(Kernel &K, const std::string &Arch,
