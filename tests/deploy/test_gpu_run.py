@@ -70,7 +70,7 @@ def test_every_launch_of_the_tuned_kernel_is_served_and_the_output_is_the_applic
                           for k in others)
     # Untuned kernels are timed only when asked.
     assert all(k["kernel_ms"] is None for k in others)
-    assert "served from" in out.stderr and "warning" not in out.stderr
+    assert "served from" in out.stderr and "mneme: warning" not in out.stderr
 
 
 def test_time_kernels_times_every_kernel(served):
@@ -102,7 +102,8 @@ def test_a_mismatched_bundle_passes_through_with_one_warning(served, damage, war
     (copy / "manifest.json").write_text(json.dumps(manifest))
     out, doc = serve(app, copy, tmp / f"{damage}.json")
     assert out.stdout == native and doc["exit_status"] == 0
-    warnings = [line for line in out.stderr.splitlines() if warning in line]
+    warnings = [line for line in out.stderr.splitlines()
+                if line.startswith("mneme: warning:") and warning in line]
     assert len(warnings) == 1, out.stderr
     if damage == "cubin":
         assert entry["cubin"] in warnings[0]

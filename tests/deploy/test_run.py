@@ -268,3 +268,78 @@ def test_the_preloaded_runtime_comes_first_and_keeps_the_users_entries(tmp_path)
     assert Path(first).name.startswith("libmneme_record") and second == "/x/libuser.so"
     assert env["MNEME_SERVE"] == str(tmp_path / "t") and "MNEME_RDB" not in env
     assert os.environ.get("MNEME_SERVE") is None
+
+
+@pytest.fixture
+def decide(tmp_path):
+    """The runtime's matching (ServeTable.cpp) built into a small program."""
+    from mneme_cc.build.toolchain import find_cuda_toolkit
+
+    toolkit = find_cuda_toolkit()
+    if toolkit is None:
+        pytest.skip("no CUDA toolkit: the runtime's headers are missing")
+    root = Path(__file__).parents[2]
+    program = tmp_path / "decide"
+    run(["g++", "-std=c++17", "-O1", f"-I{toolkit / 'include'}", f"-I{root / 'runtime/recorder'}",
+         str(root / "tests/samples/serve/decide.cpp"),
+         str(root / "runtime/recorder/ServeTable.cpp"), "-o", str(program)])
+    return program
+
+
+def dims3(text: str) -> tuple[int, int, int]:
+    x, y, z = (int(v) for v in text.split(","))
+    return x, y, z
+
+
+@pytest.mark.parametrize("nearest", [False, True])
+def test_the_runtime_matches_launches_as_the_python_rules_do(tmp_path, decide, nearest):
+    path, inst = export(tmp_path)
+    manifest = path / "manifest.json"
+    raw = json.loads(manifest.read_text())
+    (base,) = raw["kernels"]
+
+    def entry(grid, block, smem, serve=None, **config):
+        launch = {"grid": grid, "block": block, "shared_mem_bytes": smem}
+        return {**base, "launch": launch, "serve": serve or launch,
+                "config": {**base["config"], **config}}
+
+    raw["kernels"] = [
+        entry([4, 1, 1], [256, 1, 1], 0),
+        entry([64, 1, 1], [256, 1, 1], 0, {"grid": [32, 1, 1], "block": [512, 1, 1],
+                                           "shared_mem_bytes": 0}),
+        entry([8, 1, 1], [128, 1, 1], 1024, {"grid": [8, 1, 1], "block": [128, 1, 1],
+                                             "shared_mem_bytes": 2048}),
+        entry([1000, 1, 1], [64, 1, 1], 0, specialize_dims=True),
+        entry([4, 4, 1], [16, 16, 1], 0),
+    ]
+    manifest.write_text(json.dumps(raw))
+    bundle = load_bundle(path)
+    launches = [(inst.kernel_name, g, b, s) for g, b, s in (
+        ((4, 1, 1), (256, 1, 1), 0), ((64, 1, 1), (256, 1, 1), 0), ((8, 1, 1), (128, 1, 1), 1024),
+        ((1000, 1, 1), (64, 1, 1), 0), ((40, 1, 1), (256, 1, 1), 0), ((63, 1, 1), (256, 1, 1), 0),
+        ((3, 1, 1), (256, 1, 1), 0), ((9, 1, 1), (128, 1, 1), 1024), ((9, 1, 1), (128, 1, 1), 0),
+        ((900, 1, 1), (64, 1, 1), 0), ((8, 8, 1), (16, 16, 1), 0), ((5, 1, 1), (1024, 1, 1), 0),
+        ((2, 1, 1), (32, 1, 1), 0))] + [("_Z5otherv", (1, 1, 1), (32, 1, 1), 0)]
+    table = write_table(bundle, nearest=nearest)
+    try:
+        text = "".join(f"{k} {_dims(g)} {_dims(b)} {s}\n" for k, g, b, s in launches)
+        answers = run([str(decide), str(table.path)], input=text).stdout.splitlines()
+    finally:
+        table.close()
+    assert len(answers) == len(launches)
+    for (kernel, grid, block, smem), answer in zip(launches, answers, strict=True):
+        chosen, why = bundle.match(kernel, "sm_90", base["ir_sha256"], grid, block, smem,
+                                   nearest=nearest)
+        if chosen is not None:
+            shape, why = serve_shape(chosen, grid, block, smem,
+                                     exact=chosen.shape() == (grid, block, smem))
+        if chosen is None or shape is None:
+            assert answer == f"pass {why}", (grid, block, smem)
+            continue
+        verb, g, b, s, cubin = answer.split()
+        assert (verb, dims3(g), dims3(b), int(s)) == ("serve", *shape), (grid, block, smem)
+        assert bundle.entries[int(Path(cubin).stem)] == chosen
+
+
+def _dims(d) -> str:
+    return ",".join(map(str, d))
