@@ -245,6 +245,12 @@ bool Server::timingStart(Context &C, CUcontext Ctx, CUstream S, Kernel &K, bool 
   return true;
 }
 
+void Server::recycle(const Timing &T) {
+  // Looked up again: a reset may have destroyed the context and its events.
+  if (auto It = Contexts.find(T.Ctx); It != Contexts.end())
+    It->second.Events.insert(It->second.Events.end(), {T.Start, T.Stop});
+}
+
 void Server::collect(bool Wait) {
   // Launches finish roughly in order: without waiting, stop at the first
   // one still running, so a deep queue costs one query per launch.
@@ -258,10 +264,7 @@ void Server::collect(bool Wait) {
       (T.Served ? T.K->ServedMs : T.K->PassedMs) += Ms;
       ++(T.Served ? T.K->ServedTimed : T.K->PassedTimed);
     }
-    if (auto It = Contexts.find(T.Ctx); It != Contexts.end()) {
-      It->second.Events.push_back(T.Start);
-      It->second.Events.push_back(T.Stop);
-    }
+    recycle(T);
     Pending.pop_front();
   }
 }
@@ -288,8 +291,8 @@ cudaError_t Server::passThrough(Kernel *K, const LaunchRequest &R, const std::st
   G.lock();
   if (Stop == CUDA_SUCCESS)
     Pending.push_back(T);
-  else if (auto It = Contexts.find(Ctx); It != Contexts.end())
-    It->second.Events.insert(It->second.Events.end(), {T.Start, T.Stop});
+  else
+    recycle(T);
   if (Pending.size() > 64)
     collect(false);
   return Result;
@@ -327,18 +330,18 @@ cudaError_t Server::launch(const LaunchRequest &R, const char *Unserved) {
   CUresult Result = driver().LaunchKernel(F, S.Grid.x, S.Grid.y, S.Grid.z, S.Block.x, S.Block.y,
                                           S.Block.z, unsigned(S.SharedMem), Stream, R.Args,
                                           nullptr);
-  if (Timed && Result == CUDA_SUCCESS && driver().EventRecord(T.Stop, Stream) != CUDA_SUCCESS)
-    Timed = false;
+  bool Stopped = Timed && Result == CUDA_SUCCESS &&
+                 driver().EventRecord(T.Stop, Stream) == CUDA_SUCCESS;
   G.lock();
+  if (Timed && !Stopped)
+    recycle(T);
   if (Result != CUDA_SUCCESS) {
-    if (Timed)
-      C->Events.insert(C->Events.end(), {T.Start, T.Stop});
     Why = "the tuned cubin's launch was refused (" + driverErrorName(Result) + ")";
     warnOnce(K, Why);
     return passThrough(&K, R, Why, G);
   }
   ++K.Served;
-  if (Timed)
+  if (Stopped)
     Pending.push_back(T);
   if (Pending.size() > 64)
     collect(false);

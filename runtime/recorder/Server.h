@@ -77,6 +77,7 @@ private:
   void warnOnce(Kernel &K, const std::string &Why);
   bool timingStart(Context &C, CUcontext Ctx, CUstream S, Kernel &K, bool Served, Timing &T);
   void collect(bool Wait);
+  void recycle(const Timing &T); // its events back to its context's pool
   cudaError_t passThrough(Kernel *K, const LaunchRequest &R, const std::string &Why,
                           std::unique_lock<std::mutex> &G);
   void writeReport();
