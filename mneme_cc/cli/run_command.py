@@ -14,8 +14,14 @@ import sys
 EXIT_USAGE = 2
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, as every other mistake
+        print(f"mneme: error: {message} (see `mneme run --help`)", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="mneme run",
         usage="mneme run --tuned DIR [options] -- APP [ARGS...]",
         description="Run APP with the runtime in serving mode: each launch of a bundled "

@@ -235,7 +235,7 @@ def test_an_empty_bundle_runs_the_application_untouched(tmp_path):
 
 
 @pytest.mark.parametrize("case", ["missing", "file", "manifest", "json", "no-app",
-                                  "no-program", "report-dir"])
+                                  "no-program", "report-dir", "match", "no-tuned"])
 def test_cli_errors_are_one_line_and_exit_2(tmp_path, case):
     bundle = tmp_path / "b"
     bundle.mkdir()
@@ -251,6 +251,9 @@ def test_cli_errors_are_one_line_and_exit_2(tmp_path, case):
                        "no such program"),
         "report-dir": (["--tuned", str(bundle), "--report", str(tmp_path / "x" / "r.json"),
                         "--", "true"], "cannot be written"),
+        "match": (["--tuned", str(bundle), "--match", "closest", "--", "true"],
+                  "invalid choice: 'closest'"),
+        "no-tuned": (["--", "true"], "--tuned"),
     }[case]
     if case == "json":
         manifest.write_text("{")
