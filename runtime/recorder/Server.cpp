@@ -7,6 +7,7 @@
 #include "mneme/Sha256.h"
 
 #include <cxxabi.h>
+#include <algorithm>
 #include <unistd.h>
 
 #include <cstdio>
@@ -87,6 +88,7 @@ Server::Kernel &Server::kernel(const void *Function) {
     return K;
   const KernelSymbol *S = registry().kernel(Function);
   K.Name = S ? S->Name : "(unregistered kernel)";
+  K.Module = S ? S->Module : nullptr;
   K.Demangled = S ? demangle(K.Name) : K.Name;
   auto T = S ? Table.Kernels.find(K.Name) : Table.Kernels.end();
   K.Table = T == Table.Kernels.end() ? nullptr : &T->second;
@@ -113,9 +115,9 @@ Server::Context *Server::context(CUcontext &Ctx) {
   return &It->second;
 }
 
-void Server::warnOnce(Kernel &K, const std::string &Why) {
+void Server::warnOnce(Kernel &K, const std::string &Why, bool Passes) {
   if (K.Warned.insert(Why).second)
-    report("warning: " + K.Demangled + ": " + Why + "; its launches pass through");
+    report("warning: " + K.Demangled + ": " + Why + (Passes ? "; its launches pass through" : ""));
 }
 
 const std::vector<const ServeEntry *> &Server::candidates(Kernel &K, const std::string &Arch,
@@ -182,8 +184,39 @@ const ServeDecision *Server::decide(Kernel &K, Context &C, const LaunchRequest &
   return &D;
 }
 
-CUfunction Server::function(Context &C, const ServeEntry &E, uint64_t SharedMem,
-                            std::string &Why) {
+bool Server::copyGlobals(Loaded &L, void **Module, CUmodule Cubin) {
+  for (const VariableSymbol &V : registry().variables(Module)) {
+    Global G;
+    G.Constant = V.Constant;
+    // A global the compiled kernel does not use was dropped from the cubin.
+    if (driver().ModuleGetGlobal(&G.Cubin, &G.Bytes, Cubin, V.Name.c_str()) != CUDA_SUCCESS)
+      continue;
+    void *App = nullptr;
+    if (MNEME_REAL(cudaGetSymbolAddress)(&App, V.HostVariable) != cudaSuccess || !App) {
+      L.Why = "the application's device global " + V.Name + " cannot be found";
+      return false;
+    }
+    G.App = reinterpret_cast<CUdeviceptr>(App);
+    G.Bytes = std::min<size_t>(G.Bytes, V.Size);
+    L.Globals.push_back(G);
+  }
+  return true;
+}
+
+CUresult Server::copy(const std::vector<Global> &Globals, CUstream S, bool In) {
+  for (const Global &G : Globals) {
+    if (!In && G.Constant)
+      continue;
+    CUresult R = In ? driver().MemcpyDtoDAsync(G.Cubin, G.App, G.Bytes, S)
+                    : driver().MemcpyDtoDAsync(G.App, G.Cubin, G.Bytes, S);
+    if (R != CUDA_SUCCESS)
+      return R;
+  }
+  return CUDA_SUCCESS;
+}
+
+const Server::Loaded *Server::load(Context &C, const ServeEntry &E, void **Module,
+                                   uint64_t SharedMem, std::string &Why) {
   auto [It, New] = C.Functions.try_emplace(&E);
   Loaded &L = It->second;
   if (New && E.Cubin[0] == '!') {
@@ -191,19 +224,24 @@ CUfunction Server::function(Context &C, const ServeEntry &E, uint64_t SharedMem,
   } else if (New) {
     std::ifstream In(E.Cubin, std::ios::binary);
     std::string Image((std::istreambuf_iterator<char>(In)), std::istreambuf_iterator<char>());
-    CUmodule Module = nullptr;
+    CUmodule Cubin = nullptr;
     CUresult Result = CUDA_SUCCESS;
     if (!In.good() && !In.eof())
       L.Why = "the tuned cubin " + baseName(E.Cubin) + " cannot be read";
-    else if ((Result = driver().ModuleLoadData(&Module, Image.data())) != CUDA_SUCCESS)
+    else if ((Result = driver().ModuleLoadData(&Cubin, Image.data())) != CUDA_SUCCESS)
       L.Why = "the tuned cubin " + baseName(E.Cubin) + " does not load (" +
               driverErrorName(Result) + ")";
-    else if ((Result = driver().ModuleGetFunction(&L.Function, Module, E.Kernel.c_str())) !=
+    else if ((Result = driver().ModuleGetFunction(&L.Function, Cubin, E.Kernel.c_str())) !=
              CUDA_SUCCESS)
       L.Why = "the tuned cubin " + baseName(E.Cubin) + " lacks the kernel (" +
               driverErrorName(Result) + ")";
+    else if (!copyGlobals(L, Module, Cubin))
+      L.Function = nullptr;
   }
-  if (L.Function && SharedMem > L.MaxSharedMem) {
+  Why = L.Why;
+  if (!L.Function)
+    return nullptr;
+  if (SharedMem > L.MaxSharedMem) {
     // Dynamic shared memory above 48 KiB must be asked for, as the
     // application does for its own kernel.
     CUresult Result = driver().FuncSetAttribute(
@@ -215,8 +253,7 @@ CUfunction Server::function(Context &C, const ServeEntry &E, uint64_t SharedMem,
     }
     L.MaxSharedMem = SharedMem;
   }
-  Why = L.Why;
-  return L.Function;
+  return &L;
 }
 
 bool Server::timingStart(Context &C, CUcontext Ctx, CUstream S, Kernel &K, bool Served,
@@ -316,14 +353,22 @@ cudaError_t Server::launch(const LaunchRequest &R, const char *Unserved) {
   const ServeDecision *D = C ? decide(K, *C, R, Why) : nullptr;
   if (!C)
     Why = "no current CUDA context";
-  CUfunction F = D ? function(*C, *D->Entry, D->Launch.SharedMem, Why) : nullptr;
-  if (!F) {
+  const Loaded *L = D ? load(*C, *D->Entry, K.Module, D->Launch.SharedMem, Why) : nullptr;
+  if (!L) {
     if (D && D->Entry->Cubin[0] != '!') // Python warned about those before the start
       warnOnce(K, Why);
     return passThrough(&K, R, Why, G);
   }
   Shape S = D->Launch;
+  CUfunction F = L->Function;
+  std::vector<Global> Globals = L->Globals; // a reset may free L
   auto Stream = reinterpret_cast<CUstream>(R.Stream);
+  if (CUresult In = copy(Globals, Stream, true); In != CUDA_SUCCESS) {
+    Why = "the module's device globals cannot be copied to the tuned cubin (" +
+          driverErrorName(In) + ")";
+    warnOnce(K, Why);
+    return passThrough(&K, R, Why, G);
+  }
   Timing T;
   bool Timed = timingStart(*C, Ctx, Stream, K, true, T);
   G.unlock();
@@ -332,9 +377,14 @@ cudaError_t Server::launch(const LaunchRequest &R, const char *Unserved) {
                                           nullptr);
   bool Stopped = Timed && Result == CUDA_SUCCESS &&
                  driver().EventRecord(T.Stop, Stream) == CUDA_SUCCESS;
+  CUresult Out = Result == CUDA_SUCCESS ? copy(Globals, Stream, false) : CUDA_SUCCESS;
   G.lock();
   if (Timed && !Stopped)
     recycle(T);
+  if (Out != CUDA_SUCCESS)
+    warnOnce(K, "the tuned cubin's device globals cannot be copied back (" +
+                    driverErrorName(Out) + "); the application may see stale values",
+             false);
   if (Result != CUDA_SUCCESS) {
     Why = "the tuned cubin's launch was refused (" + driverErrorName(Result) + ")";
     warnOnce(K, Why);

@@ -38,6 +38,7 @@ public:
 private:
   struct Kernel {
     std::string Name, Demangled;
+    void **Module = nullptr;            // the application's fatbinary handle
     const ServeKernel *Table = nullptr; // null: not in the bundle
     uint64_t Launches = 0, Served = 0, NotTuned = 0, ServedTimed = 0, PassedTimed = 0;
     double ServedMs = 0, PassedMs = 0;
@@ -48,8 +49,17 @@ private:
     std::map<std::pair<std::string, Shape>, ServeDecision> Decisions;
     std::set<std::string> Warned;
   };
+  // A device global of the application's module and the cubin's copy of
+  // it: the cubin is a module of its own, so the values travel with each
+  // launch (in before it, and out after it unless constant).
+  struct Global {
+    CUdeviceptr App = 0, Cubin = 0;
+    size_t Bytes = 0;
+    bool Constant = false;
+  };
   struct Loaded {
     CUfunction Function = nullptr;
+    std::vector<Global> Globals;
     std::string Why; // when it did not load
     uint64_t MaxSharedMem = 48 * 1024; // what the function may be launched with
   };
@@ -73,8 +83,12 @@ private:
   const ServeDecision *decide(Kernel &K, Context &C, const LaunchRequest &R, std::string &Why);
   const std::vector<const ServeEntry *> &candidates(Kernel &K, const std::string &Arch,
                                                      std::string &Why);
-  CUfunction function(Context &C, const ServeEntry &E, uint64_t SharedMem, std::string &Why);
-  void warnOnce(Kernel &K, const std::string &Why);
+  // The entry's cubin loaded in C, ready for SharedMem bytes; null and Why if not.
+  const Loaded *load(Context &C, const ServeEntry &E, void **Module, uint64_t SharedMem,
+                     std::string &Why);
+  bool copyGlobals(Loaded &L, void **Module, CUmodule Cubin);
+  static CUresult copy(const std::vector<Global> &Globals, CUstream S, bool In);
+  void warnOnce(Kernel &K, const std::string &Why, bool Passes = true);
   bool timingStart(Context &C, CUcontext Ctx, CUstream S, Kernel &K, bool Served, Timing &T);
   void collect(bool Wait);
   void recycle(const Timing &T); // its events back to its context's pool

@@ -74,6 +74,11 @@ def test_exact_launches_run_the_tuned_cubin_with_its_geometry(fake, tmp_path):
     out, doc, kernels = serve(fake, bundle(tmp_path / "b"), "4,256,0,7", "8,256,0,7",
                               "4,256,0,9", exit_status=5)
     assert out.returncode == 5 and doc["exit_status"] == 5 and doc["processes"] == 1
+    # The cubin's copy of the device global it uses travels with each launch.
+    lines = out.stdout.splitlines()
+    first = lines.index(f"served {KERNEL} 2,1,1 512,1,1 0 n=7")
+    assert lines[first - 1:first + 2] == ["copy c0de <- a9 4", lines[first], "copy a9 <- c0de 4"]
+    assert sum(line.startswith("copy") for line in lines) == 4
     assert launched(out) == [f"served {KERNEL} 2,1,1 512,1,1 0 n=7",
                              f"native {KERNEL} 8,1,1 256,1,1 0 n=7",
                              f"served {KERNEL} 2,1,1 512,1,1 0 n=9",

@@ -1,6 +1,6 @@
 // An application of the fake CUDA runtime: hands the runtime its embedded
 // IR (a file, argv[1]) as a recordable binary's constructor would, registers
-// two kernels, and launches kern(float *, int) once per "GRID,BLOCK,SMEM,N"
+// two kernels and two device globals, and launches kern(float *, int) once per "GRID,BLOCK,SMEM,N"
 // argument, then other() once.  Exits with FAKE_EXIT (default 0).
 #include <dlfcn.h>
 
@@ -20,10 +20,12 @@ void **__cudaRegisterFatBinary(void *);
 void __cudaRegisterFatBinaryEnd(void **);
 void __cudaRegisterFunction(void **, const char *, char *, const char *, int, void *, void *,
                             void *, void *, int *);
+void __cudaRegisterVar(void **, char *, char *, const char *, int, size_t, int, int);
 int cudaLaunchKernel(const void *, dim3, dim3, void **, size_t, void *);
 }
 
 static void kern() {}
+static char g_scale = 9, c_weights = 12; // host shadows of two device globals
 static void other() {}
 
 int main(int Argc, char **Argv) {
@@ -41,6 +43,9 @@ int main(int Argc, char **Argv) {
   __cudaRegisterFunction(Handle, reinterpret_cast<const char *>(&other),
                          const_cast<char *>("_Z5otherv"), "_Z5otherv", -1, nullptr, nullptr,
                          nullptr, nullptr, nullptr);
+  __cudaRegisterVar(Handle, &g_scale, const_cast<char *>("g_scale"), "g_scale", 0, 4, 0, 0);
+  __cudaRegisterVar(Handle, &c_weights, const_cast<char *>("c_weights"), "c_weights", 0, 28, 1,
+                    0);
   __cudaRegisterFatBinaryEnd(Handle);
   float *Data = nullptr;
   for (int I = 2; I < Argc; ++I) {

@@ -38,6 +38,20 @@ int cuModuleGetFunction(void **Function, void *, const char *Name) {
   return 0;
 }
 
+// The cubin has the module's global g_scale (4 bytes) and nothing else.
+int cuModuleGetGlobal_v2(unsigned long long *Address, size_t *Bytes, void *, const char *Name) {
+  if (std::strcmp(Name, "g_scale") != 0)
+    return 500; // CUDA_ERROR_NOT_FOUND
+  *Address = 0xc0de;
+  *Bytes = 4;
+  return 0;
+}
+
+int cuMemcpyDtoDAsync_v2(unsigned long long Dst, unsigned long long Src, size_t Bytes, void *) {
+  std::printf("copy %llx <- %llx %zu\n", Dst, Src, Bytes);
+  return 0;
+}
+
 int cuFuncSetAttribute(void *, int, int Value) {
   std::printf("max dynamic shared memory %d\n", Value);
   return 0;
@@ -80,7 +94,6 @@ FAKE_SUCCESS(cuCtxSetCurrent)
 FAKE_SUCCESS(cuMemGetInfo_v2)
 FAKE_SUCCESS(cuMemAllocAsync)
 FAKE_SUCCESS(cuMemFreeAsync)
-FAKE_SUCCESS(cuMemcpyDtoDAsync_v2)
 FAKE_SUCCESS(cuDeviceGetName)
 FAKE_SUCCESS(cuDeviceTotalMem_v2)
 FAKE_SUCCESS(cuMemGetAllocationGranularity)
@@ -100,7 +113,6 @@ FAKE_SUCCESS(cuStreamSynchronize)
 FAKE_SUCCESS(cuEventRecord)
 FAKE_SUCCESS(cuEventSynchronize)
 FAKE_SUCCESS(cuEventQuery)
-FAKE_SUCCESS(cuModuleGetGlobal_v2)
 FAKE_SUCCESS(cuFuncGetModule)
 FAKE_SUCCESS(cuFuncGetParamInfo)
 FAKE_SUCCESS(cuPointerGetAttribute)

@@ -1,6 +1,6 @@
 // A stand-in for the CUDA runtime (libcudart) behind the serving runtime:
-// registration keeps the kernel names, and a launch prints that it ran the
-// application's own kernel.
+// registration keeps the kernel names, a launch prints that it ran the
+// application's own kernel, and device globals have made-up addresses.
 #include <cstddef>
 #include <cstdio>
 #include <map>
@@ -27,6 +27,14 @@ void __cudaRegisterFatBinaryEnd(void **) {}
 void __cudaRegisterFunction(void **, const char *HostFun, char *, const char *DeviceName, int,
                             void *, void *, void *, void *, int *) {
   names()[HostFun] = DeviceName;
+}
+
+void __cudaRegisterVar(void **, char *, char *, const char *, int, size_t, int, int) {}
+
+// Device globals live at 0xa0 plus their host variable's first byte.
+int cudaGetSymbolAddress(void **Address, const void *Symbol) {
+  *Address = reinterpret_cast<void *>(0xa0 + *static_cast<const unsigned char *>(Symbol));
+  return 0;
 }
 
 int cudaFree(void *) { return 0; }
