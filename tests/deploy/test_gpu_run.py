@@ -17,17 +17,14 @@ pytestmark = pytest.mark.gpu
 APP, ARGS, KERNEL = "cg", ["24", "20"], "_Z4spmv"
 
 
-@pytest.fixture(scope="module")
-def served(example_binaries, tmp_path_factory):
-    """CG recorded, its SpMV tuned for a short budget and exported as a bundle;
-    the application's native output."""
-    tmp = tmp_path_factory.mktemp("deploy")
+def tuned_bundle(app: Path, args: list[str], kernel: str, tmp: Path, budget: int) -> Path:
+    """APP recorded, KERNEL (one instance) tuned for a short budget and exported."""
     env = tool_env(MNEME_CACHE_DIR=str(tmp / "cache"))
-    app = example_binaries / APP
     db = tmp / "rdb"
-    run(["mneme", "record", "-rdb", str(db), "--kernels", f"^{KERNEL}", "--max-instances",
-         "1", "--", str(app), *ARGS])
-    run(["mneme", "tune", "-rdb", str(db), "--timeout", "20", "--study", "deploy"], env=env)
+    run(["mneme", "record", "-rdb", str(db), "--kernels", f"^{kernel}", "--max-instances",
+         "1", "--", str(app), *args])
+    run(["mneme", "tune", "-rdb", str(db), "--timeout", str(budget), "--study", "deploy"],
+        env=env)
     # Serving is under test whatever the speedup: a winner that did not beat
     # the application is bundled all the same, and when the application's own
     # kernel won, its IR compiled at the build's settings (bitwise, as replay
@@ -40,8 +37,16 @@ def served(example_binaries, tmp_path_factory):
         record["config"] = ReplayConfig().to_dict()
     best.write_text(json.dumps({**record, "beats_application": True}))
     run(["mneme", "export", "-rdb", str(db), "--bundle", str(tmp / "bundle")], env=env)
-    native = run([str(app), *ARGS])
-    return app, tmp / "bundle", native.stdout, tmp
+    return tmp / "bundle"
+
+
+@pytest.fixture(scope="module")
+def served(example_binaries, tmp_path_factory):
+    """CG's SpMV tuned and bundled; the application's native output."""
+    tmp = tmp_path_factory.mktemp("deploy")
+    app = example_binaries / APP
+    bundle = tuned_bundle(app, ARGS, KERNEL, tmp, 20)
+    return app, bundle, run([str(app), *ARGS]).stdout, tmp
 
 
 def serve(app: Path, bundle: Path, report: Path, *extra: str, args=ARGS):
@@ -50,7 +55,7 @@ def serve(app: Path, bundle: Path, report: Path, *extra: str, args=ARGS):
     return out, json.loads(report.read_text())
 
 
-def kernel(doc: dict, prefix: str) -> dict:
+def kernel_of(doc: dict, prefix: str) -> dict:
     (found,) = [k for k in doc["kernels"] if k["kernel"].startswith(prefix)]
     return found
 
@@ -60,7 +65,7 @@ def test_every_launch_of_the_tuned_kernel_is_served_and_the_output_is_the_applic
     out, doc = serve(app, bundle, tmp / "report.json")
     assert out.stdout == native
     assert doc["exit_status"] == 0 and doc["processes"] == 1
-    spmv = kernel(doc, KERNEL)
+    spmv = kernel_of(doc, KERNEL)
     assert spmv["tuned"] and spmv["launches"] > 0
     assert spmv["served"] == spmv["launches"] and spmv["passed_through"] == {}
     assert spmv["kernel_ms"] > 0 and spmv["timed_launches"] == spmv["launches"]
@@ -107,7 +112,7 @@ def test_a_mismatched_bundle_passes_through_with_one_warning(served, damage, war
     assert len(warnings) == 1, out.stderr
     if damage == "cubin":
         assert entry["cubin"] in warnings[0]
-    spmv = kernel(doc, KERNEL)
+    spmv = kernel_of(doc, KERNEL)
     assert spmv["served"] == 0
     (reason,) = spmv["passed_through"]
     assert warning in reason and spmv["passed_through"][reason] == spmv["launches"]
@@ -118,11 +123,11 @@ def test_another_problem_size_passes_through_unless_nearest_is_asked(served):
     args = ["20", "20"]
     native = run([str(app), *args]).stdout
     out, doc = serve(app, bundle, tmp / "exact.json", args=args)
-    spmv = kernel(doc, KERNEL)
+    spmv = kernel_of(doc, KERNEL)
     assert out.stdout == native and spmv["served"] == 0
     assert any("no entry for this launch shape" in r for r in spmv["passed_through"])
     out, doc = serve(app, bundle, tmp / "nearest.json", "--match", "nearest", args=args)
-    spmv = kernel(doc, KERNEL)
+    spmv = kernel_of(doc, KERNEL)
     assert out.stdout == native
     assert spmv["served"] + sum(spmv["passed_through"].values()) == spmv["launches"]
     # Served unless the winner was specialised on this size's values or shape.
@@ -136,3 +141,15 @@ def test_an_application_failure_is_its_own(served):
               check=False)
     native = run([str(app), "not-a-number"], check=False)
     assert out.returncode == native.returncode != 0
+
+
+def test_a_kernel_reading_device_globals_computes_with_the_applications_values(
+        example_binaries, tmp_path):
+    # stencil3d reads its weights from __constant__ memory and a scale from a
+    # __device__ global, which the application sets; the cubin has its own.
+    app, args, kernel = example_binaries / "stencil3d", ["32"], "_Z9stencil3dIfLi1E"
+    bundle = tuned_bundle(app, args, kernel, tmp_path, 15)
+    out, doc = serve(app, bundle, tmp_path / "report.json", args=args)
+    assert out.stdout == run([str(app), *args]).stdout
+    stencil = kernel_of(doc, kernel)
+    assert stencil["launches"] > 0 and stencil["served"] == stencil["launches"]
