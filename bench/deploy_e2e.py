@@ -6,7 +6,10 @@ instance), tune it with `--timeout BUDGET`, export a bundle, then run the
 application alternately, REPEATS times each:
 
     native      the application alone (wall time, output)
-    empty       `mneme run` with an empty bundle (the runtime's own cost)
+    preload     the application with the runtime preloaded, serving an empty
+                bundle's table (what the runtime costs the application)
+    empty       `mneme run` with an empty bundle (the runtime's cost plus
+                `mneme run`'s own start and end)
     passed      `mneme run --time-kernels` with the empty bundle: every kernel
                 passes through and is timed with CUDA events (the native
                 kernel time, measured the way served launches are)
@@ -16,8 +19,9 @@ and report median wall times, the tuned kernels' summed time natively and
 served, whether the output is identical (every line, checksums included),
 the application's kernel-time speedup and its ratio to the speedup replay
 measured in isolation (the bundle's baseline_ms / median_ms), and the
-empty-bundle overhead. Run on the GPU machine from the repository root,
-after scripts/build-gpu-carry and with mneme-cc installed:
+empty-bundle overheads (the preloaded runtime alone, and all of `mneme
+run`). Run on the GPU machine from the repository root, after
+scripts/build-gpu-carry and with mneme-cc installed:
 
     PYTHONPATH=/tmp/site python3 bench/deploy_e2e.py .carry/examples cg \\
         --args 200 2000 --kernels '^_Z4spmv' --budget 60
@@ -65,9 +69,10 @@ def prepare(app: Path, args: list[str], kernels: str, budget: float, space: str,
     return bundle, json.loads((bundle / "manifest.json").read_text())["kernels"]
 
 
-def timed(command: list[str]) -> tuple[float, subprocess.CompletedProcess]:
+def timed(command: list[str], env: dict[str, str] | None = None
+          ) -> tuple[float, subprocess.CompletedProcess]:
     started = time.perf_counter()
-    out = subprocess.run(command, capture_output=True, text=True)
+    out = subprocess.run(command, capture_output=True, text=True, env=env)
     return time.perf_counter() - started, out
 
 
@@ -79,21 +84,27 @@ def kernel_ms(report: Path, names: set[str]) -> float | None:
 
 def measure(app: Path, args: list[str], bundle: Path, empty: Path, names: set[str],
             repeats: int, scratch: Path) -> dict:
-    runs: dict[str, list] = {"native": [], "empty": [], "passed": [], "served": []}
+    from mneme_cc.deploy import load_bundle, write_table
+    from mneme_cc.deploy.run import environment
+
+    table = write_table(load_bundle(empty), directory=scratch)
+    preload = environment(table.path)
+    runs: dict[str, list] = {"native": [], "preload": [], "empty": [], "passed": [],
+                             "served": []}
     ms: dict[str, list] = {"passed": [], "served": []}
     outputs: dict[str, set[str]] = {"native": set(), "served": set()}
     served_counts = []
     report = scratch / "report.json"
     for _ in range(repeats):
         for kind in runs:
-            prefix = {"native": [],
+            prefix = {"native": [], "preload": [],
                       "empty": ["mneme", "run", "-q", "--tuned", str(empty)],
                       "passed": ["mneme", "run", "-q", "--tuned", str(empty), "--time-kernels",
                                  "--report", str(report)],
                       "served": ["mneme", "run", "-q", "--tuned", str(bundle), "--report",
                                  str(report)]}[kind]
             command = [*prefix, "--", str(app), *args] if prefix else [str(app), *args]
-            wall, out = timed(command)
+            wall, out = timed(command, preload if kind == "preload" else None)
             if out.returncode != 0:
                 sys.exit(f"deploy_e2e: the {kind} run exited {out.returncode}: "
                          f"{out.stderr.strip()[-300:]}")
@@ -106,6 +117,7 @@ def measure(app: Path, args: list[str], bundle: Path, empty: Path, names: set[st
                 doc = json.loads(report.read_text())
                 served_counts.append({k["kernel"]: [k["served"], k["launches"]]
                                       for k in doc["kernels"] if k["kernel"] in names})
+    table.close()
     med = {k: statistics.median(v) for k, v in runs.items()}
     kms = {k: statistics.median(v) if v and None not in v else None for k, v in ms.items()}
     return {"wall_s": med, "wall_all_s": runs, "kernel_ms": kms,
@@ -113,6 +125,7 @@ def measure(app: Path, args: list[str], bundle: Path, empty: Path, names: set[st
             "checksums": sorted({line for text in outputs["native"] | outputs["served"]
                                  for line in text.splitlines() if "checksum" in line}),
             "served": served_counts[-1] if served_counts else {},
+            "runtime_overhead": med["preload"] / med["native"],
             "empty_overhead": med["empty"] / med["native"],
             "served_wall_ratio": med["served"] / med["native"]}
 
