@@ -78,7 +78,7 @@ def write_table(bundle: Bundle, *, nearest: bool = False, time_all: bool = False
     marked unservable, with a one-line warning naming the file.
 
     Raises:
-        UsageError: the private directory cannot be made.
+        UsageError: the private directory or the table cannot be written.
     """
     import tempfile
 
@@ -88,30 +88,43 @@ def write_table(bundle: Bundle, *, nearest: bool = False, time_all: bool = False
         raise UsageError(f"cannot make a private directory for the serving table: "
                          f"{exc.strerror}") from None
     table = ServingTable(where / TABLE, where)
-    (where / "cubins").mkdir()
-    lines = ["mneme-serve\t1", f"nearest\t{int(nearest)}", f"time-all\t{int(time_all)}",
-             f"report\t{where}"]
-    if any(c in str(where) for c in "\t\n\r"):
-        raise UsageError(f"{where}: a temporary directory whose name has a tab or a newline")
-    for n, entry in enumerate(bundle.entries):
-        why = _unservable(entry)
-        if why is None:
-            try:
-                data = bundle.cubin(entry)
-            except UsageError as exc:
-                why = f"its cubin is missing or damaged ({exc})"
-        if why is not None:
-            table.warnings.append(f"{entry.demangled} at {entry_shape(entry)}: {why}; "
-                                  "its launches pass through")
-            lines.append(_entry_line(entry, "!" + why.replace("\t", " ").replace("\n", " ")))
-            continue
-        copy = where / "cubins" / f"{n}.cubin"
-        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        lines.append(_entry_line(entry, str(copy)))
-    table.path.write_text("\n".join(lines) + "\n")
+    try:
+        if any(c in str(where) for c in "\t\n\r"):
+            raise UsageError(f"{where}: a temporary directory whose name has a tab or a "
+                             "newline: set TMPDIR to another")
+        (where / "cubins").mkdir()
+        lines = ["mneme-serve\t1", f"nearest\t{int(nearest)}", f"time-all\t{int(time_all)}",
+                 f"report\t{where}"]
+        lines += [_table_line(table, bundle, n, entry) for n, entry in enumerate(bundle.entries)]
+        table.path.write_text("\n".join(lines) + "\n")
+    except OSError as exc:
+        table.close()
+        raise UsageError(f"{where}: the serving table cannot be written ({exc.strerror})") \
+            from None
+    except BaseException:
+        table.close()
+        raise
     return table
+
+
+def _table_line(table: ServingTable, bundle: Bundle, n: int, entry: BundleEntry) -> str:
+    """Entry n's line; its checked cubin copied into the table's directory, or
+    the line marked unservable and a warning added."""
+    why = _unservable(entry)
+    if why is None:
+        try:
+            data = bundle.cubin(entry)
+        except UsageError as exc:
+            why = f"its cubin is missing or damaged ({exc})"
+    if why is not None:
+        table.warnings.append(f"{entry.demangled} at {entry_shape(entry)}: {why}; "
+                              "its launches pass through")
+        return _entry_line(entry, "!" + why.replace("\t", " ").replace("\n", " "))
+    copy = table.directory / "cubins" / f"{n}.cubin"
+    fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    return _entry_line(entry, str(copy))
 
 
 def serve_shape(entry: BundleEntry, grid: Dim3, block: Dim3, shared_mem_bytes: int,
