@@ -22,13 +22,18 @@ SERVE = SAMPLES / "serve"
 @pytest.fixture(scope="module")
 def fake(tmp_path_factory) -> Path:
     """The stand-in driver and runtime, the application, and its embedded IR."""
+    from mneme_cc.build.toolchain import find_cuda_toolkit
+
+    toolkit = find_cuda_toolkit()
+    if toolkit is None:
+        pytest.skip("no CUDA toolkit: the application needs the runtime's header")
     out = tmp_path_factory.mktemp("fake")
     run(["g++", "-shared", "-fPIC", "-std=c++17", str(SERVE / "fake_cuda.cpp"), "-o",
          str(out / "libcuda.so.1")])
     run(["g++", "-shared", "-fPIC", "-std=c++17", str(SERVE / "fake_cudart.cpp"), "-o",
          str(out / "libfakecudart.so")])
-    run(["g++", "-std=c++17", str(SERVE / "app.cpp"), "-o", str(out / "app"), f"-L{out}",
-         "-lfakecudart", f"-Wl,-rpath,{out}", "-ldl"])
+    run(["g++", "-std=c++17", f"-I{toolkit / 'include'}", str(SERVE / "app.cpp"), "-o",
+         str(out / "app"), f"-L{out}", "-lfakecudart", f"-Wl,-rpath,{out}", "-ldl"])
     metadata = json.dumps({"arch": "sm_90", "kernels": [{"name": KERNEL}]},
                           separators=(",", ":"))
     (out / "ir.bin").write_bytes(_native.encode_embedded_ir(metadata, BITCODE))
@@ -153,3 +158,12 @@ def test_what_cannot_be_served_passes_through_with_one_warning(fake, tmp_path, c
     ((reason, count),) = kernels[name]["passed_through"].items()
     assert warning in reason and count == kernels[name]["launches"]
     assert kernels[name]["served"] == 0
+
+
+def test_every_launch_api_is_served_but_launches_with_attributes(fake, tmp_path):
+    out, _, kernels = serve(fake, bundle(tmp_path / "b"), "x:4,256,0,7", "h:4,256,0,7",
+                            "a:4,256,0,7")
+    assert [line.split()[0] for line in launched(out)[:3]] == ["served", "served", "native"]
+    assert kernels[KERNEL]["served"] == 2
+    ((reason, count),) = kernels[KERNEL]["passed_through"].items()
+    assert reason.startswith("launched with attributes") and count == 1
