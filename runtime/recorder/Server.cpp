@@ -127,13 +127,15 @@ const std::vector<const ServeEntry *> &Server::candidates(Kernel &K, const std::
     return It->second;
   }
   std::vector<const ServeEntry *> Mine;
-  std::string Archs;
-  for (const ServeEntry *E : K.Table->Entries) {
+  std::set<std::string> Others;
+  for (const ServeEntry *E : K.Table->Entries)
     if (E->Arch == Arch)
       Mine.push_back(E);
-    else if (Archs.find(E->Arch) == std::string::npos)
-      Archs += (Archs.empty() ? "" : ", ") + E->Arch;
-  }
+    else
+      Others.insert(E->Arch);
+  std::string Archs;
+  for (const std::string &A : Others)
+    Archs += (Archs.empty() ? "" : ", ") + A;
   std::string Reason;
   const IRModule *IR = Mine.empty() ? nullptr : registry().irFor(K.Name, Arch);
   if (Mine.empty()) {
