@@ -234,6 +234,17 @@ def test_an_empty_bundle_runs_the_application_untouched(tmp_path):
     assert out.stderr == "" and out.stdout == ""
 
 
+def test_an_application_ended_by_a_signal_exits_as_a_shell_reports_it(tmp_path):
+    path = tmp_path / "empty"
+    path.mkdir()
+    (path / "manifest.json").write_text(json.dumps(
+        {"format": "mneme-bundle", "version": 1, "kernels": []}))
+    out = run(["mneme", "run", "--tuned", str(path), "--", "sh", "-c", "kill -TERM $$"],
+              check=False)
+    assert out.returncode == 128 + 15
+    assert "the application wrote no report" in out.stderr
+
+
 @pytest.mark.parametrize("case", ["missing", "file", "manifest", "json", "no-app",
                                   "no-program", "report-dir", "match", "no-tuned"])
 def test_cli_errors_are_one_line_and_exit_2(tmp_path, case):
