@@ -131,7 +131,7 @@ bool ServeTable::load(const std::string &Path, std::string &Error) {
       return false;
     }
   }
-  for (const ServeEntry &E : Entries) // stable: Entries no longer grows
+  for (const ServeEntry &E : Entries) // complete here, so its addresses hold
     Kernels[E.Kernel].Entries.push_back(&E);
   return true;
 }
