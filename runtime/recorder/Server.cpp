@@ -7,9 +7,9 @@
 #include "mneme/Sha256.h"
 
 #include <cxxabi.h>
-#include <algorithm>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
