@@ -1,8 +1,8 @@
 """The `mneme` command.
 
-`mneme record` wraps production runs, so it starts without importing the
-rest of the CLI (typer alone costs a tenth of a second); every other
-subcommand goes through the typer app in `mneme_cc.cli.typer_app`.
+`mneme record` and `mneme run` wrap production runs, so they start without
+importing the rest of the CLI (typer alone costs a tenth of a second); every
+other subcommand goes through the typer app in `mneme_cc.cli.typer_app`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,10 @@ def main() -> None:
         from mneme_cc.cli.record_command import main as record_main
 
         raise SystemExit(record_main(sys.argv[2:]))
+    if sys.argv[1:2] == ["run"]:
+        from mneme_cc.cli.run_command import main as run_main
+
+        raise SystemExit(run_main(sys.argv[2:]))
     from mneme_cc.cli.typer_app import app
 
     app()

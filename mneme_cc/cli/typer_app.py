@@ -19,6 +19,7 @@ from mneme_cc.cli import (
     record_command,
     replay_command,
     report_command,
+    run_command,
     show_command,
     tune_command,
 )
@@ -63,6 +64,20 @@ def _record(ctx: typer.Context) -> None:
 app.command("record", add_help_option=False, context_settings={
     "allow_interspersed_args": False, "ignore_unknown_options": True,
     "allow_extra_args": True})(_record)
+
+
+def _run(ctx: typer.Context) -> None:
+    """Run APP with its tuned kernels served from a bundle; the rest runs untouched.
+
+    mneme run --tuned DIR [--match exact|nearest] [--report FILE] [--time-kernels]
+    [-q] -- APP [ARGS...]   (`mneme run --help` lists every option.)
+    """
+    raise typer.Exit(run_command.main(list(ctx.args)))
+
+
+app.command("run", add_help_option=False, context_settings={
+    "allow_interspersed_args": False, "ignore_unknown_options": True,
+    "allow_extra_args": True})(_run)
 app.command("ls")(ls_command.ls)
 app.command("show")(show_command.show)
 app.command("replay")(replay_command.replay)

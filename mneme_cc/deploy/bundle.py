@@ -17,7 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass
+import re
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,9 @@ from mneme_cc.fileio import write_text_atomic
 FORMAT, VERSION = "mneme-bundle", 1
 MANIFEST = "manifest.json"
 Dim3 = tuple[int, int, int]
+_SYMBOL = re.compile(r"[A-Za-z_.$][A-Za-z0-9_.$]*")
+_ARCH = re.compile(r"sm_[0-9]+[a-z]?")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,8 @@ class BundleEntry:
     speedup: float | None
     instance: str
     device: str
+    # The specialised arguments' recorded bytes: the cubin computes only for them.
+    specialized_args: list[dict[str, Any]] = field(default_factory=list)
 
     def shape(self) -> tuple[Dim3, Dim3, int]:
         return (tuple(self.launch["grid"]), tuple(self.launch["block"]),
@@ -107,6 +113,16 @@ class Bundle:
         return min(mine, key=distance), "the nearest recorded launch shape"
 
 
+def _specialized_ok(args: Any) -> bool:
+    def ok(arg: Any) -> bool:
+        index, data = arg.get("index"), arg.get("hex")
+        return isinstance(index, int) and not isinstance(index, bool) and 0 <= index <= 4096 \
+            and isinstance(data, str) and bool(data) and len(data) % 2 == 0 \
+            and re.fullmatch(r"[0-9a-f]*", data) is not None
+
+    return isinstance(args, list) and all(isinstance(a, dict) and ok(a) for a in args)
+
+
 def _entry(raw: Any, where: Path, path: Path) -> BundleEntry:
     try:
         entry = BundleEntry(**raw)
@@ -117,6 +133,12 @@ def _entry(raw: Any, where: Path, path: Path) -> BundleEntry:
             "ir_sha256": entry.ir_sha256, "cubin": entry.cubin,
             "cubin_sha256": entry.cubin_sha256, "outcome": entry.outcome}
     bad = [k for k, v in text.items() if not isinstance(v, str) or not v]
+    # Names and digests the serving runtime reads back from a line-based table.
+    for key, pattern in (("kernel", _SYMBOL), ("arch", _ARCH), ("ir_sha256", _SHA256)):
+        if key not in bad and not pattern.fullmatch(text[key]):
+            bad.append(key)
+    if not _specialized_ok(entry.specialized_args):
+        bad.append("specialized_args")
     if not _shape_ok(entry.launch) or not _shape_ok(entry.serve):
         bad.append("launch/serve")
     if not isinstance(entry.config, dict):
@@ -181,7 +203,9 @@ def write_bundle(path: Path, chosen: list[tuple[dict[str, Any], Any, Any]], arch
             config=config.to_dict(), outcome=record.get("outcome", "verified"),
             median_ms=record["median_ms"], baseline_ms=record.get("baseline_ms"),
             speedup=record.get("speedup"), instance=inst.name,
-            device=str(record.get("device"))))
+            device=str(record.get("device")),
+            specialized_args=[{"index": i, "hex": inst.arg(i).hex()}
+                              for i in config.specialize_args]))
     write_text_atomic(path / MANIFEST, json.dumps(
         {"format": FORMAT, "version": VERSION, "kernels": [asdict(e) for e in entries]},
         indent=2) + "\n")

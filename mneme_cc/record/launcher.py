@@ -136,7 +136,7 @@ def run_recorded(settings: RecordSettings, command: list[str]) -> int:
     if program is None:
         raise UsageError(f"{command[0]}: no such program (or not executable)")
     settings.prepare_database()
-    return _run_forwarding_signals([program, *command[1:]], env)
+    return run_forwarding_signals([program, *command[1:]], env)
 
 
 #: Signals `mneme record` passes on to the application instead of dying of them.
@@ -146,7 +146,7 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 _SI_KERNEL = 0x80
 
 
-def _run_forwarding_signals(argv: list[str], env: dict[str, str]) -> int:
+def run_forwarding_signals(argv: list[str], env: dict[str, str]) -> int:
     """Runs the application; signals sent to `mneme record` reach it, and it
     decides what they mean. Returns its exit status (128+N for signal N)."""
     waited = {*FORWARDED, signal.SIGCHLD}

@@ -1,6 +1,7 @@
 // mneme_cc._native: the C++ format code, exposed to Python.
 #include "mneme/ContentHash.h"
 #include "mneme/EmbeddedIR.h"
+#include "mneme/Sha256.h"
 #include "mneme/SnapshotStore.h"
 
 #include <nanobind/nanobind.h>
@@ -45,6 +46,8 @@ ch::Digest parseDigest(const std::string &Hex) {
     throw nb::value_error(("not a content hash: '" + Hex + "'").c_str());
   return D;
 }
+
+std::string sha256Hex(nb::bytes Data) { return mneme::sha256::hex(Data.c_str(), Data.size()); }
 
 std::string contentHash(nb::bytes Data) {
   return ch::toHex(ch::hash(Data.c_str(), Data.size()));
@@ -169,6 +172,8 @@ NB_MODULE(_native, m) {
   m.attr("STORE_FORMAT_VERSION") = store::FormatVersion;
   m.def("content_hash", &contentHash, nb::arg("data"),
         "The store's 128-bit content hash of data, as 32 hex digits.");
+  m.def("sha256", &sha256Hex, nb::arg("data"),
+        "SHA-256 of data as 64 hex digits, as the serving runtime computes it.");
   m.def("write_chunk", &writeChunk, nb::arg("db"), nb::arg("data"), nb::arg("level") = 1,
         "Store data as a chunk of database db; returns (hash, stored bytes).");
   m.def("read_chunk", &readChunk, nb::arg("db"), nb::arg("hash"),

@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <cstring>
+
 namespace mneme::recorder {
 namespace {
 
@@ -9,6 +11,13 @@ namespace {
 // cuda.h maps many names to versioned symbols (cuMemAlloc -> cuMemAlloc_v2);
 // expanding the macro first gives the symbol the header means.
 #define MNEME_SYMBOL(X) MNEME_STRINGIFY_(X)
+
+// cuEventElapsedTime_v2 came with 12.8 drivers; older ones have the first
+// version, which serves the same purpose. No other symbol falls back: the
+// unversioned names of the rest have other types.
+void *olderSymbol(void *Lib, const char *Name) {
+  return std::strcmp(Name, "cuEventElapsedTime") == 0 ? dlsym(Lib, Name) : nullptr;
+}
 
 Driver load() {
   Driver D;
@@ -19,6 +28,8 @@ Driver load() {
   }
 #define MNEME_LOAD(Member, Function)                                           \
   D.Member = reinterpret_cast<decltype(D.Member)>(dlsym(Lib, MNEME_SYMBOL(Function))); \
+  if (!D.Member)                                                               \
+    D.Member = reinterpret_cast<decltype(D.Member)>(olderSymbol(Lib, #Function)); \
   if (!D.Member) {                                                             \
     D.Error = std::string("the driver lacks ") + MNEME_SYMBOL(Function) +      \
               " (a CUDA 12.4 or newer driver is needed)";                      \

@@ -41,6 +41,10 @@ struct Driver {
   X(EventCreate, cuEventCreate)                                                \
   X(EventRecord, cuEventRecord)                                                \
   X(EventSynchronize, cuEventSynchronize)                                      \
+  X(EventQuery, cuEventQuery)                                                  \
+  X(EventElapsedTime, cuEventElapsedTime)                                      \
+  X(StreamIsCapturing, cuStreamIsCapturing)                                    \
+  X(FuncSetAttribute, cuFuncSetAttribute)                                      \
   X(ModuleLoadData, cuModuleLoadData)                                          \
   X(ModuleGetFunction, cuModuleGetFunction)                                    \
   X(ModuleGetGlobal, cuModuleGetGlobal)                                        \

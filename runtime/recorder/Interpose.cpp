@@ -4,11 +4,13 @@
 #include "CudaApi.h"
 #include "Recorder.h"
 #include "Registry.h"
+#include "Server.h"
 
 #include <cuda_runtime_api.h>
 
 using mneme::recorder::LaunchRequest;
 using mneme::recorder::Recorder;
+using mneme::recorder::Server;
 using mneme::recorder::real;
 using mneme::recorder::registry;
 
@@ -60,7 +62,7 @@ cudaError_t launchThrough(const char *Api, const void *Func, dim3 Grid, dim3 Blo
   LaunchRequest R = request(Api, Func, Grid, Block, Args, SharedMem,
                             PerThread && !Stream ? cudaStreamPerThread : Stream);
   R.Launch = Real;
-  return Recorder::get().launch(R);
+  return Server::enabled() ? Server::get().launch(R) : Recorder::get().launch(R);
 }
 
 // A launch through a kernel handle from __cudaGetKernel.
@@ -115,12 +117,16 @@ void __mneme_register_ir_v1(const void *Data, uint64_t Size) {
 }
 
 cudaError_t cudaMalloc(void **DevPtr, size_t Size) {
+  if (Server::enabled())
+    return MNEME_REAL(cudaMalloc)(DevPtr, Size);
   return Recorder::get().allocate(DevPtr, Size, "cudaMalloc", [&] {
     return MNEME_REAL(cudaMalloc)(DevPtr, Size);
   });
 }
 
 cudaError_t cudaMallocAsync(void **DevPtr, size_t Size, cudaStream_t Stream) {
+  if (Server::enabled())
+    return MNEME_REAL(cudaMallocAsync)(DevPtr, Size, Stream);
   return Recorder::get().allocate(DevPtr, Size, "cudaMallocAsync", [&] {
     return MNEME_REAL(cudaMallocAsync)(DevPtr, Size, Stream);
   });
@@ -128,12 +134,16 @@ cudaError_t cudaMallocAsync(void **DevPtr, size_t Size, cudaStream_t Stream) {
 
 cudaError_t cudaMallocFromPoolAsync(void **Ptr, size_t Size, cudaMemPool_t Pool,
                                     cudaStream_t Stream) {
+  if (Server::enabled())
+    return MNEME_REAL(cudaMallocFromPoolAsync)(Ptr, Size, Pool, Stream);
   return Recorder::get().allocate(Ptr, Size, "cudaMallocFromPoolAsync", [&] {
     return MNEME_REAL(cudaMallocFromPoolAsync)(Ptr, Size, Pool, Stream);
   });
 }
 
 cudaError_t cudaMallocPitch(void **DevPtr, size_t *Pitch, size_t Width, size_t Height) {
+  if (Server::enabled())
+    return MNEME_REAL(cudaMallocPitch)(DevPtr, Pitch, Width, Height);
   // Rows start on 512-byte boundaries, as the runtime's own pitch does.
   size_t Row = (Width + 511) / 512 * 512;
   bool Served = false;
@@ -147,6 +157,8 @@ cudaError_t cudaMallocPitch(void **DevPtr, size_t *Pitch, size_t Width, size_t H
 }
 
 cudaError_t cudaMallocManaged(void **DevPtr, size_t Size, unsigned int Flags) {
+  if (Server::enabled())
+    return MNEME_REAL(cudaMallocManaged)(DevPtr, Size, Flags);
   cudaError_t R = MNEME_REAL(cudaMallocManaged)(DevPtr, Size, Flags);
   if (R == cudaSuccess && DevPtr && *DevPtr)
     Recorder::get().noteManaged(*DevPtr, Size);
@@ -154,12 +166,16 @@ cudaError_t cudaMallocManaged(void **DevPtr, size_t Size, unsigned int Flags) {
 }
 
 cudaError_t cudaFree(void *DevPtr) {
+  if (Server::enabled())
+    return MNEME_REAL(cudaFree)(DevPtr);
   if (!DevPtr)
     return MNEME_REAL(cudaFree)(DevPtr);
   return Recorder::get().release(DevPtr, [&] { return MNEME_REAL(cudaFree)(DevPtr); });
 }
 
 cudaError_t cudaFreeAsync(void *DevPtr, cudaStream_t Stream) {
+  if (Server::enabled())
+    return MNEME_REAL(cudaFreeAsync)(DevPtr, Stream);
   if (!DevPtr)
     return MNEME_REAL(cudaFreeAsync)(DevPtr, Stream);
   return Recorder::get().releaseAsync(DevPtr, Stream, [&] {
@@ -168,7 +184,10 @@ cudaError_t cudaFreeAsync(void *DevPtr, cudaStream_t Stream) {
 }
 
 cudaError_t cudaDeviceReset(void) {
-  Recorder::get().deviceReset();
+  if (Server::enabled())
+    Server::get().deviceReset();
+  else
+    Recorder::get().deviceReset();
   return MNEME_REAL(cudaDeviceReset)();
 }
 
@@ -221,7 +240,7 @@ cudaError_t cudaLaunchCooperativeKernel(const void *Func, dim3 Grid, dim3 Block,
     return MNEME_REAL(cudaLaunchCooperativeKernel)(Func, Grid, Block, Args, SharedMem, Stream);
   };
   R.Launch = Real;
-  return Recorder::get().launch(R);
+  return Server::enabled() ? Server::get().launch(R) : Recorder::get().launch(R);
 }
 
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *Config, const void *Func,
@@ -239,6 +258,10 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *Config, const void *Fu
   }
   auto Real = [&] { return MNEME_REAL(cudaLaunchKernelExC)(Config, Func, Args); };
   R.Launch = Real;
+  if (Server::enabled())
+    return Server::get().launch(R, Config->numAttrs ? "launched with attributes (cluster, "
+                                                      "priority, ...) serving does not "
+                                                      "reproduce" : nullptr);
   return Recorder::get().launch(R);
 }
 
@@ -248,6 +271,11 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *Config, const void *Fu
 namespace {
 // Waits for the writer when the application exits normally.
 struct FinishAtExit {
-  ~FinishAtExit() { Recorder::get().finish(); }
+  ~FinishAtExit() {
+    if (Server::enabled())
+      Server::get().finish();
+    else
+      Recorder::get().finish();
+  }
 } Finish;
 } // namespace

@@ -17,10 +17,9 @@ from mneme_cc.replay.config import ReplayConfig
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
-@pytest.fixture
-def tuned(tmp_path):
+def make_tuned(tmp_path: Path, config: ReplayConfig | None = None):
     """A database of vector_add's real IR (built here with mneme-cxx) with one study's
-    best.json."""
+    best.json (its winner `config`); returns the database and its instance."""
     import numpy as np
     from synthetic_db import make_database
 
@@ -36,16 +35,22 @@ def tuned(tmp_path):
                   kernel=("_Z10vector_addPKfS0_Pfi",
                           "vector_add(float const*, float const*, float*, int)"))
     (inst,) = RecordDB(db).instances
+    config = config or ReplayConfig(pipeline="default<O2>", launch_bounds=True)
     best = {"kernel": inst.kernel_name, "demangled": inst.demangled, "instance": inst.name,
             "study": "s", "launch": {"grid": list(inst.grid), "block": list(inst.block),
                                      "shared_mem_bytes": inst.shared_mem_bytes},
-            "config": ReplayConfig(pipeline="default<O2>", launch_bounds=True).to_dict(),
+            "config": config.to_dict(),
             "median_ms": 0.8, "samples_ms": [0.8], "baseline_ms": 1.0, "speedup": 1.25,
             "measured_speedup": 1.25, "beats_application": True, "registers": 16,
             "device": "NVIDIA H100", "arch": "sm_90"}
     (db / "tune" / "s").mkdir(parents=True)
     (db / "tune" / "s" / "best.json").write_text(json.dumps(best))
     return db, inst
+
+
+@pytest.fixture
+def tuned(tmp_path):
+    return make_tuned(tmp_path)
 
 
 def test_a_bundle_round_trips_and_matches_by_kernel_arch_ir_and_shape(tuned, tmp_path):

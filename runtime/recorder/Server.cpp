@@ -1,0 +1,456 @@
+#include "Server.h"
+
+#include "CudaApi.h"
+#include "Json.h"
+#include "Options.h"
+#include "Registry.h"
+#include "mneme/Sha256.h"
+
+#include <cxxabi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+namespace mneme::recorder {
+namespace {
+
+std::string demangle(const std::string &Name) {
+  int Status = 0;
+  char *D = abi::__cxa_demangle(Name.c_str(), nullptr, nullptr, &Status);
+  std::string Out = Status == 0 && D ? D : Name;
+  std::free(D);
+  return Out;
+}
+
+std::string baseName(const std::string &Path) {
+  size_t Slash = Path.rfind('/');
+  return Slash == std::string::npos ? Path : Path.substr(Slash + 1);
+}
+
+const char *servingTable() {
+  const char *V = std::getenv("MNEME_SERVE");
+  return V && *V ? V : nullptr;
+}
+
+} // namespace
+
+bool Server::enabled() {
+  static const bool On = servingTable() != nullptr;
+  return On;
+}
+
+Server &Server::get() {
+  static Server *S = new Server; // outlives every static destructor
+  return *S;
+}
+
+bool Server::load() {
+  if (State != Mode::Unloaded)
+    return State != Mode::Off;
+  State = Mode::Off;
+  std::string Error;
+  if (!Table.load(servingTable(), Error)) {
+    report(Error + "; every launch passes through");
+    return false;
+  }
+  State = Mode::Loaded;
+  return true;
+}
+
+bool Server::start() {
+  if (State == Mode::Serving)
+    return true;
+  if (!load())
+    return false;
+  if (!driver().Loaded) {
+    report(driver().Error + "; every launch passes through");
+    State = Mode::Off;
+    return false;
+  }
+  // The runtime starts (and registers its exit handler) on its first real
+  // call; registered after it, the report runs first and can still read
+  // the kernel times.
+  MNEME_REAL(cudaFree)(nullptr);
+  std::atexit([] { Server::get().finish(); });
+  State = Mode::Serving;
+  return true;
+}
+
+Server::Kernel &Server::kernel(const void *Function) {
+  auto [It, New] = Kernels.try_emplace(Function);
+  Kernel &K = It->second;
+  if (!New)
+    return K;
+  const KernelSymbol *S = registry().kernel(Function);
+  K.Name = S ? S->Name : "(unregistered kernel)";
+  K.Module = S ? S->Module : nullptr;
+  K.Demangled = S ? demangle(K.Name) : K.Name;
+  auto T = S ? Table.Kernels.find(K.Name) : Table.Kernels.end();
+  K.Table = T == Table.Kernels.end() ? nullptr : &T->second;
+  return K;
+}
+
+Server::Context *Server::context(CUcontext &Ctx) {
+  if (driver().CtxGetCurrent(&Ctx) != CUDA_SUCCESS || !Ctx) {
+    MNEME_REAL(cudaFree)(nullptr); // the runtime makes its context current
+    if (driver().CtxGetCurrent(&Ctx) != CUDA_SUCCESS || !Ctx)
+      return nullptr;
+  }
+  auto [It, New] = Contexts.try_emplace(Ctx);
+  if (New) {
+    CUdevice Device = 0;
+    int Major = 0, Minor = 0;
+    if (driver().CtxGetDevice(&Device) == CUDA_SUCCESS &&
+        driver().DeviceGetAttribute(&Major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                    Device) == CUDA_SUCCESS &&
+        driver().DeviceGetAttribute(&Minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                    Device) == CUDA_SUCCESS)
+      It->second.Arch = "sm_" + std::to_string(Major * 10 + Minor);
+  }
+  return &It->second;
+}
+
+void Server::warnOnce(Kernel &K, const std::string &Why, bool Passes) {
+  if (K.Warned.insert(Why).second)
+    report("warning: " + K.Demangled + ": " + Why + (Passes ? "; its launches pass through" : ""));
+}
+
+const std::vector<const ServeEntry *> &Server::candidates(Kernel &K, const std::string &Arch,
+                                                           std::string &Why) {
+  if (auto It = K.Candidates.find(Arch); It != K.Candidates.end()) {
+    Why = K.Blocked[Arch];
+    return It->second;
+  }
+  std::vector<const ServeEntry *> Mine;
+  std::set<std::string> Others;
+  for (const ServeEntry *E : K.Table->Entries)
+    if (E->Arch == Arch)
+      Mine.push_back(E);
+    else
+      Others.insert(E->Arch);
+  std::string Archs;
+  for (const std::string &A : Others)
+    Archs += (Archs.empty() ? "" : ", ") + A;
+  std::string Reason;
+  const IRModule *IR = Mine.empty() ? nullptr : registry().irFor(K.Name, Arch);
+  if (Mine.empty()) {
+    Reason = "tuned for another GPU (" + Archs + ", not " + Arch + ")";
+  } else if (!IR) {
+    Reason = "the application carries no IR for it, so the bundle cannot be checked against it";
+    Mine.clear();
+  } else {
+    // The digest export computed from the recorded IR, which is this module.
+    std::string Digest = sha256::hex(IR->Bitcode.data(), IR->Bitcode.size());
+    std::vector<const ServeEntry *> Same;
+    for (const ServeEntry *E : Mine)
+      if (E->IRSha256 == Digest)
+        Same.push_back(E);
+    Mine.swap(Same);
+    if (Mine.empty())
+      Reason = "the kernel's IR changed since it was tuned (rebuild, record, tune again)";
+  }
+  if (!Reason.empty())
+    warnOnce(K, Reason);
+  K.Blocked[Arch] = Reason;
+  Why = Reason;
+  return K.Candidates[Arch] = std::move(Mine);
+}
+
+const ServeDecision *Server::decide(Kernel &K, Context &C, const LaunchRequest &R,
+                                    std::string &Why) {
+  const std::vector<const ServeEntry *> &Mine = candidates(K, C.Arch, Why);
+  if (Mine.empty())
+    return nullptr;
+  Shape Launch{R.Grid, R.Block, R.SharedMem};
+  auto Key = std::make_pair(C.Arch, Launch);
+  auto It = K.Decisions.find(Key);
+  if (It == K.Decisions.end())
+    It = K.Decisions.emplace(Key, Table.decide(Mine, Launch)).first;
+  const ServeDecision &D = It->second;
+  if (!D.Entry) {
+    Why = D.Reason;
+    return nullptr;
+  }
+  // A cubin specialised on argument values computes only for those values.
+  for (const auto &[Index, Bytes] : D.Entry->Specialized)
+    if (!R.Args || !R.Args[Index] || std::memcmp(R.Args[Index], Bytes.data(), Bytes.size())) {
+      Why = "argument " + std::to_string(Index) +
+            " differs from the value the tuned cubin was specialised on";
+      return nullptr;
+    }
+  return &D;
+}
+
+bool Server::copyGlobals(Loaded &L, void **Module, CUmodule Cubin) {
+  for (const VariableSymbol &V : registry().variables(Module)) {
+    Global G;
+    G.Constant = V.Constant;
+    // A global the compiled kernel does not use was dropped from the cubin.
+    if (driver().ModuleGetGlobal(&G.Cubin, &G.Bytes, Cubin, V.Name.c_str()) != CUDA_SUCCESS)
+      continue;
+    void *App = nullptr;
+    if (MNEME_REAL(cudaGetSymbolAddress)(&App, V.HostVariable) != cudaSuccess || !App) {
+      L.Why = "the application's device global " + V.Name + " cannot be found";
+      return false;
+    }
+    G.App = reinterpret_cast<CUdeviceptr>(App);
+    G.Bytes = std::min<size_t>(G.Bytes, V.Size);
+    L.Globals.push_back(G);
+  }
+  return true;
+}
+
+CUresult Server::copy(const std::vector<Global> &Globals, CUstream S, bool In) {
+  for (const Global &G : Globals) {
+    if (!In && G.Constant)
+      continue;
+    CUresult R = In ? driver().MemcpyDtoDAsync(G.Cubin, G.App, G.Bytes, S)
+                    : driver().MemcpyDtoDAsync(G.App, G.Cubin, G.Bytes, S);
+    if (R != CUDA_SUCCESS)
+      return R;
+  }
+  return CUDA_SUCCESS;
+}
+
+const Server::Loaded *Server::load(Context &C, const ServeEntry &E, void **Module,
+                                   uint64_t SharedMem, std::string &Why) {
+  auto [It, New] = C.Functions.try_emplace(&E);
+  Loaded &L = It->second;
+  if (New && E.Cubin[0] == '!') {
+    L.Why = E.Cubin.substr(1);
+  } else if (New) {
+    std::ifstream In(E.Cubin, std::ios::binary);
+    std::string Image((std::istreambuf_iterator<char>(In)), std::istreambuf_iterator<char>());
+    CUmodule Cubin = nullptr;
+    CUresult Result = CUDA_SUCCESS;
+    if (!In.good() && !In.eof())
+      L.Why = "the tuned cubin " + baseName(E.Cubin) + " cannot be read";
+    else if ((Result = driver().ModuleLoadData(&Cubin, Image.data())) != CUDA_SUCCESS)
+      L.Why = "the tuned cubin " + baseName(E.Cubin) + " does not load (" +
+              driverErrorName(Result) + ")";
+    else if ((Result = driver().ModuleGetFunction(&L.Function, Cubin, E.Kernel.c_str())) !=
+             CUDA_SUCCESS)
+      L.Why = "the tuned cubin " + baseName(E.Cubin) + " lacks the kernel (" +
+              driverErrorName(Result) + ")";
+    else if (!copyGlobals(L, Module, Cubin))
+      L.Function = nullptr;
+  }
+  Why = L.Why;
+  if (!L.Function)
+    return nullptr;
+  if (SharedMem > L.MaxSharedMem) {
+    // Dynamic shared memory above 48 KiB must be asked for, as the
+    // application does for its own kernel.
+    CUresult Result = driver().FuncSetAttribute(
+        L.Function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(SharedMem));
+    if (Result != CUDA_SUCCESS) {
+      Why = "the tuned cubin cannot have " + std::to_string(SharedMem) +
+            " bytes of dynamic shared memory (" + driverErrorName(Result) + ")";
+      return nullptr;
+    }
+    L.MaxSharedMem = SharedMem;
+  }
+  return &L;
+}
+
+bool Server::timingStart(Context &C, CUcontext Ctx, CUstream S, Kernel &K, bool Served,
+                         Timing &T) {
+  CUstreamCaptureStatus Capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  // A stream being captured into a graph records no time.
+  if (driver().StreamIsCapturing(S, &Capture) != CUDA_SUCCESS ||
+      Capture != CU_STREAM_CAPTURE_STATUS_NONE)
+    return false;
+  CUevent Events[2] = {nullptr, nullptr};
+  for (CUevent &E : Events) {
+    if (!C.Events.empty()) {
+      E = C.Events.back();
+      C.Events.pop_back();
+    } else if (driver().EventCreate(&E, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+      E = nullptr;
+    }
+  }
+  if (!Events[0] || !Events[1] || driver().EventRecord(Events[0], S) != CUDA_SUCCESS) {
+    for (CUevent E : Events)
+      if (E)
+        C.Events.push_back(E);
+    return false;
+  }
+  T = Timing{Ctx, Events[0], Events[1], &K, Served};
+  return true;
+}
+
+void Server::recycle(const Timing &T) {
+  // Looked up again: a reset may have destroyed the context and its events.
+  if (auto It = Contexts.find(T.Ctx); It != Contexts.end())
+    It->second.Events.insert(It->second.Events.end(), {T.Start, T.Stop});
+}
+
+void Server::collect(bool Wait) {
+  // Launches finish roughly in order: without waiting, stop at the first
+  // one still running, so a deep queue costs one query per launch.
+  while (!Pending.empty()) {
+    Timing &T = Pending.front();
+    CUresult Ready = Wait ? driver().EventSynchronize(T.Stop) : driver().EventQuery(T.Stop);
+    if (Ready == CUDA_ERROR_NOT_READY)
+      return;
+    float Ms = 0;
+    if (Ready == CUDA_SUCCESS && driver().EventElapsedTime(&Ms, T.Start, T.Stop) == CUDA_SUCCESS) {
+      (T.Served ? T.K->ServedMs : T.K->PassedMs) += Ms;
+      ++(T.Served ? T.K->ServedTimed : T.K->PassedTimed);
+    }
+    recycle(T);
+    Pending.pop_front();
+  }
+}
+
+cudaError_t Server::passThrough(Kernel *K, const LaunchRequest &R, const std::string &Why,
+                                std::unique_lock<std::mutex> &G) {
+  if (Why.empty())
+    ++K->NotTuned;
+  else
+    ++K->Passed[Why];
+  Timing T;
+  bool Timed = false;
+  CUcontext Ctx = nullptr;
+  if (Table.TimeAll || K->Table)
+    if (Context *C = context(Ctx))
+      Timed = timingStart(*C, Ctx, reinterpret_cast<CUstream>(R.Stream), *K, false, T);
+  G.unlock();
+  cudaError_t Result = R.Launch();
+  if (!Timed)
+    return Result;
+  CUresult Stop = Result == cudaSuccess
+                      ? driver().EventRecord(T.Stop, reinterpret_cast<CUstream>(R.Stream))
+                      : CUDA_ERROR_LAUNCH_FAILED;
+  G.lock();
+  if (Stop == CUDA_SUCCESS)
+    Pending.push_back(T);
+  else
+    recycle(T);
+  if (Pending.size() > 64)
+    collect(false);
+  return Result;
+}
+
+cudaError_t Server::launch(const LaunchRequest &R, const char *Unserved) {
+  std::unique_lock<std::mutex> G(Lock);
+  if (!start()) {
+    G.unlock();
+    return R.Launch();
+  }
+  Kernel &K = kernel(R.Function);
+  ++K.Launches;
+  if (!K.Table)
+    return passThrough(&K, R, "", G);
+  if (Unserved || R.Cooperative)
+    return passThrough(&K, R, Unserved ? Unserved : "a cooperative launch", G);
+  CUcontext Ctx = nullptr;
+  Context *C = context(Ctx);
+  std::string Why;
+  const ServeDecision *D = C ? decide(K, *C, R, Why) : nullptr;
+  if (!C)
+    Why = "no current CUDA context";
+  const Loaded *L = D ? load(*C, *D->Entry, K.Module, D->Launch.SharedMem, Why) : nullptr;
+  if (!L) {
+    if (D && D->Entry->Cubin[0] != '!') // Python warned about those before the start
+      warnOnce(K, Why);
+    return passThrough(&K, R, Why, G);
+  }
+  Shape S = D->Launch;
+  CUfunction F = L->Function;
+  std::vector<Global> Globals = L->Globals; // a reset may free L
+  auto Stream = reinterpret_cast<CUstream>(R.Stream);
+  if (CUresult In = copy(Globals, Stream, true); In != CUDA_SUCCESS) {
+    Why = "the module's device globals cannot be copied to the tuned cubin (" +
+          driverErrorName(In) + ")";
+    warnOnce(K, Why);
+    return passThrough(&K, R, Why, G);
+  }
+  Timing T;
+  bool Timed = timingStart(*C, Ctx, Stream, K, true, T);
+  G.unlock();
+  CUresult Result = driver().LaunchKernel(F, S.Grid.x, S.Grid.y, S.Grid.z, S.Block.x, S.Block.y,
+                                          S.Block.z, unsigned(S.SharedMem), Stream, R.Args,
+                                          nullptr);
+  bool Stopped = Timed && Result == CUDA_SUCCESS &&
+                 driver().EventRecord(T.Stop, Stream) == CUDA_SUCCESS;
+  CUresult Out = Result == CUDA_SUCCESS ? copy(Globals, Stream, false) : CUDA_SUCCESS;
+  G.lock();
+  if (Timed && !Stopped)
+    recycle(T);
+  if (Out != CUDA_SUCCESS)
+    warnOnce(K, "the tuned cubin's device globals cannot be copied back (" +
+                    driverErrorName(Out) + "); the application may see stale values",
+             false);
+  if (Result != CUDA_SUCCESS) {
+    Why = "the tuned cubin's launch was refused (" + driverErrorName(Result) + ")";
+    warnOnce(K, Why);
+    return passThrough(&K, R, Why, G);
+  }
+  ++K.Served;
+  if (Stopped)
+    Pending.push_back(T);
+  if (Pending.size() > 64)
+    collect(false);
+  return cudaSuccess;
+}
+
+void Server::deviceReset() {
+  std::lock_guard<std::mutex> G(Lock);
+  if (State != Mode::Serving)
+    return;
+  // The reset destroys the context, its modules and its events.
+  collect(true);
+  CUcontext Ctx = nullptr;
+  if (driver().CtxGetCurrent(&Ctx) == CUDA_SUCCESS && Ctx)
+    Contexts.erase(Ctx);
+  else
+    Contexts.clear();
+}
+
+void Server::writeReport() {
+  JsonWriter W;
+  W.beginObject().field("format", "mneme-serve-report").field("version", 1)
+      .field("pid", static_cast<int64_t>(getpid())).key("kernels").beginArray();
+  for (const auto &[Function, K] : Kernels) {
+    W.beginObject().field("kernel", K.Name).field("demangled", K.Demangled)
+        .field("tuned", K.Table != nullptr).field("launches", K.Launches)
+        .field("served", K.Served).key("passed_through").beginObject();
+    if (K.NotTuned)
+      W.field("not tuned", K.NotTuned);
+    for (const auto &[Why, N] : K.Passed)
+      W.field(Why, N);
+    W.endObject().field("served_ms", K.ServedMs).field("passed_through_ms", K.PassedMs)
+        .field("timed_served", K.ServedTimed).field("timed_passed_through", K.PassedTimed)
+        .endObject();
+  }
+  W.endArray().endObject();
+  std::string Path = Table.Report + "/serve-report." + std::to_string(getpid()) + ".json";
+  std::string Temporary = Path + ".tmp";
+  FILE *F = std::fopen(Temporary.c_str(), "w");
+  bool Ok = F && std::fwrite(W.str().data(), 1, W.str().size(), F) == W.str().size();
+  Ok = F && std::fclose(F) == 0 && Ok;
+  if (!Ok || std::rename(Temporary.c_str(), Path.c_str()) != 0)
+    report("cannot write the serving report " + Path);
+}
+
+void Server::finish() {
+  std::lock_guard<std::mutex> G(Lock);
+  if (Finished)
+    return;
+  Finished = true;
+  // Read even when nothing was launched, so that a damaged table is
+  // reported; a process that never launched a kernel writes no report.
+  load();
+  if (State != Mode::Serving || Table.Report.empty())
+    return;
+  collect(true);
+  writeReport();
+}
+
+} // namespace mneme::recorder
