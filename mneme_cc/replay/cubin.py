@@ -7,9 +7,12 @@ compiled configuration carries its registers, spills and memory sizes.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import re
+import signal
 import subprocess
-import tempfile
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +20,10 @@ from pathlib import Path
 from mneme_cc.errors import ToolchainError, UsageError
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.cuda_bindings import cuda_bindings
+
+_PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) \
+    if sys.platform.startswith("linux") else None
 
 
 @dataclass(frozen=True)
@@ -106,8 +113,16 @@ def compile_cubin(ptx: str, kernel: str, config: ReplayConfig, arch: str,
     return Cubin(bytes(cubin), parse_resources(log, kernel), time.perf_counter() - start, log)
 
 
+def _die_with_parent() -> None:
+    """In the ptxas child: a compile worker killed at its limit takes ptxas with it."""
+    prctl = getattr(_LIBC, "prctl", None)
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def _assemble(ptx: str, kernel: str, config: ReplayConfig, arch: str, ptxas: Path) -> Cubin:
-    """ptxas itself, with the options nvJitLink would have passed it."""
+    """ptxas itself, with the options nvJitLink would have passed it; through
+    pipes, so a killed compile leaves no files behind."""
     options = [f"-arch={arch}", "-v"]
     if config.keep_debug_info:
         options += ["-O0", "-lineinfo"]
@@ -116,17 +131,14 @@ def _assemble(ptx: str, kernel: str, config: ReplayConfig, arch: str, ptxas: Pat
     if config.max_registers is not None:
         options.append(f"-maxrregcount={config.max_registers}")
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="mneme-ptxas-") as scratch:
-        source, target = Path(scratch, "replay.ptx"), Path(scratch, "replay.cubin")
-        source.write_text(ptx)
-        try:
-            run = subprocess.run([str(ptxas), *options, str(source), "-o", str(target)],
-                                 capture_output=True, text=True)
-        except OSError as exc:
-            raise ToolchainError(f"{ptxas}: cannot be run ({exc.strerror})") from None
-        log = run.stdout + run.stderr
-        if run.returncode != 0:
-            lines = [x for x in log.splitlines() if "error" in x.lower()] or log.splitlines()
-            raise UsageError("ptxas rejected the kernel: " + "; ".join(lines[:5]).strip())
-        data = target.read_bytes()
-    return Cubin(data, parse_resources(log, kernel), time.perf_counter() - start, log)
+    try:
+        run = subprocess.run([str(ptxas), *options, "/dev/stdin", "-o", "/dev/stdout"],
+                             input=ptx.encode(), capture_output=True,
+                             preexec_fn=_die_with_parent if _LIBC else None)
+    except OSError as exc:
+        raise ToolchainError(f"{ptxas}: cannot be run ({exc.strerror})") from None
+    log = run.stderr.decode(errors="replace")
+    if run.returncode != 0:
+        lines = [x for x in log.splitlines() if "error" in x.lower()] or log.splitlines()
+        raise UsageError("ptxas rejected the kernel: " + "; ".join(lines[:5]).strip())
+    return Cubin(run.stdout, parse_resources(log, kernel), time.perf_counter() - start, log)

@@ -83,3 +83,39 @@ def test_the_compile_cache_keeps_assemblers_apart():
     keys = {cache_key("ab" * 32, launch, ReplayConfig(), "sm_90", Codegen(), name)
             for name in ("ptxas 13.0.88", "nvJitLink 13.5")}
     assert len(keys) == 2
+
+
+def _assemble_with(ptxas: str) -> None:
+    compile_cubin(KERNEL, "scale", ReplayConfig(), "sm_90", Path(ptxas))
+
+
+def test_a_compile_killed_at_its_limit_takes_ptxas_with_it(tmp_path):
+    import multiprocessing
+    import os
+    import time
+
+    pid_file = tmp_path / "ptxas.pid"
+    slow = tmp_path / "ptxas"
+    slow.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 300\n")
+    slow.chmod(0o755)
+    worker = multiprocessing.get_context("spawn").Process(target=_assemble_with, args=(str(slow),))
+    worker.start()
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert time.monotonic() < deadline, "the stand-in ptxas never started"
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    worker.kill()  # what the executor does to a compile past --compile-timeout
+    worker.join()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        with open(f"/proc/{child}/stat") as stat:  # a zombie waiting for init is gone too
+            if stat.read().split()[2] == "Z":
+                return
+        time.sleep(0.05)
+    os.kill(child, 9)
+    raise AssertionError("ptxas outlived the compile process that ran it")
