@@ -84,21 +84,24 @@ def infeasible(config: ReplayConfig, recorded_block: tuple[int, int, int],
 
 
 class FaultingGeometries:
-    """Launch geometries other than the recorded one that faulted in this study."""
+    """Launch geometries other than the recorded one whose kernel faulted on
+    the device (an illegal address and the like) in this study."""
 
-    def __init__(self) -> None:
+    def __init__(self, grid: tuple[int, int, int], block: tuple[int, int, int]):
+        self.recorded = (tuple(grid), tuple(block))
         self.faulted: dict[tuple, str] = {}  # (grid, block) -> the error
 
-    @staticmethod
-    def _geometry(config: ReplayConfig) -> tuple:
-        return tuple(config.grid or ()), tuple(config.block or ())
+    def _geometry(self, config: ReplayConfig) -> tuple:
+        return (tuple(config.grid or self.recorded[0]), tuple(config.block or self.recorded[1]))
 
     def note(self, config: ReplayConfig, outcome: str, error: str) -> None:
-        if outcome == oc.RUNTIME_ERROR and (config.grid or config.block):
-            self.faulted.setdefault(self._geometry(config), error.splitlines()[0][:120]
-                                    if error else outcome)
+        geometry = self._geometry(config)
+        # A worker that died or a host-side failure says nothing about the geometry.
+        if outcome == oc.RUNTIME_ERROR and geometry != self.recorded and "CUDA_ERROR_" in error:
+            self.faulted.setdefault(geometry, error.splitlines()[0][:120])
 
     def reason(self, config: ReplayConfig) -> str | None:
-        error = self.faulted.get(self._geometry(config))
-        return None if error is None else (f"grid {config.grid}, block {config.block} "
+        geometry = self._geometry(config)
+        error = self.faulted.get(geometry)
+        return None if error is None else (f"grid {geometry[0]}, block {geometry[1]} "
                                            f"faulted earlier in this study ({error})")

@@ -46,7 +46,7 @@ def timed_launches(settings: TuneSettings, kernel_ms: float | None) -> tuple[int
     """(iterations, warmup) for the study's trials, given the application's
     kernel time (None before it is known); what the user set wins."""
     known = kernel_ms is not None and kernel_ms > 0
-    iterations = settings.iterations or (
+    iterations = settings.iterations if settings.iterations is not None else (
         max(FEWEST_ITERATIONS, min(MOST_ITERATIONS, math.ceil(TIMED_WINDOW_MS / kernel_ms)))
         if known else MOST_ITERATIONS)
     if settings.warmup is not None:
@@ -54,3 +54,20 @@ def timed_launches(settings: TuneSettings, kernel_ms: float | None) -> tuple[int
     else:
         warmup = LONG_KERNEL_WARMUP if known and kernel_ms >= LONG_KERNEL_MS else WARMUP
     return iterations, warmup
+
+
+def study_timed_launches(study, settings: TuneSettings, kernel_ms: float | None) -> dict[str, int]:
+    """{"iterations", "warmup"} for a study's trials: what the user set, else
+    what the first process on the study chose (kept in the study, so every
+    process and every resume times alike and shares configuration keys)."""
+    kept = study.user_attrs.get("timed_launches")
+    sound = isinstance(kept, dict) and all(
+        type(kept.get(k)) is int and kept[k] >= least for k, least in (("iterations", 1),
+                                                                         ("warmup", 0)))
+    if not sound:  # none yet, or a damaged one: choose again
+        iterations, warmup = timed_launches(settings, kernel_ms)
+        kept = {"iterations": iterations, "warmup": warmup}
+        study.set_user_attr("timed_launches", kept)
+    return {"iterations": kept["iterations"] if settings.iterations is None
+            else settings.iterations,
+            "warmup": kept["warmup"] if settings.warmup is None else settings.warmup}

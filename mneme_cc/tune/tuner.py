@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import itertools
-import json
 import os
 import time
 import warnings
@@ -29,11 +27,12 @@ from mneme_cc.replay.numerics import codegen_of, for_bitwise_study
 from mneme_cc.tune import need_optuna, neighbours
 from mneme_cc.tune import verdict as verdicts
 from mneme_cc.tune.executor import ReplayExecutor, TrialResult
+from mneme_cc.tune.exhaustive import is_queued, queue_combinations
 from mneme_cc.tune.feasibility import FaultingGeometries, Need, infeasible
 from mneme_cc.tune.ownership import reclaim_stale, this_process
 from mneme_cc.tune.properties import DeviceProperties
 from mneme_cc.tune.samplers import OBJECTIVES, make_sampler
-from mneme_cc.tune.settings import TuneSettings, timed_launches
+from mneme_cc.tune.settings import TuneSettings, study_timed_launches, timed_launches
 from mneme_cc.tune.space import SearchSpace, load_space
 from mneme_cc.tune.storage import describe, open_storage
 from mneme_cc.tune.study_dir import StudyDir
@@ -41,10 +40,6 @@ from mneme_cc.tune.study_dir import StudyDir
 REPORT_INTERVAL_S = 1.0
 #: How long cancelled work may take to report before its trials are closed anyway.
 CANCEL_GRACE_S = 3.0
-
-
-def _params_key(params: dict[str, Any]) -> str:
-    return json.dumps(params, sort_keys=True, default=str)
 
 
 class Tuner:
@@ -100,7 +95,7 @@ class Tuner:
         self.restarts = 0
         self._reported = 0.0  # when summary.json and best.json were last written
         self.deadline: float | None = None
-        self.need, self.faulting = Need(), FaultingGeometries()
+        self.need, self.faulting = Need(), FaultingGeometries(instance.grid, instance.block)
         self.reference: TrialResult | None = None  # the `ir` baseline, when run
         self.time_spent: Counter[str] = Counter()  # study seconds by where they went
         self.local = neighbours.LocalSteps(self.space, settings.seed) \
@@ -210,12 +205,6 @@ class Tuner:
         # Exhaustive: only the enqueued combinations, never a random extra.
         return self.settings.sampler != "exhaustive" or self._study_size(state.WAITING) > 0
 
-    def _queued(self, trial) -> bool:
-        """Whether the trial is an enqueued combination, not a sampled one."""
-        trial_id = self.storage.get_trial_id_from_study_id_trial_number(self.study_id,
-                                                                        trial.number)
-        return "fixed_params" in self.storage.get_trial_system_attrs(trial_id)
-
     def run(self) -> dict[str, Any]:
         """Until the study holds `trials` trials (from every process on it), or
         until --timeout: then what is in flight is cancelled and closed."""
@@ -225,14 +214,17 @@ class Tuner:
         self.stale = reclaim_stale(self.study, self.storage, self.owner)
         self.cancelled_before = sum("cancelled" in t.user_attrs
                                     for t in self.study.get_trials(deepcopy=False))
-        trials = self._queue_combinations() if s.sampler == "exhaustive" else s.trials
+        trials = queue_combinations(self.study, self.space, s.trials) \
+            if s.sampler == "exhaustive" else s.trials
         with self.executor(self.instance, devices=s.devices, compile_workers=s.compile_workers,
                             cache_dir=s.cache_dir, trial_timeout=s.trial_timeout,
                             compile_timeout=s.compile_timeout) as ex:
             self.time_spent["startup"] = time.perf_counter() - begun
             self.baseline = self._within_deadline(ex, self.space.baseline())
-            iterations, warmup = timed_launches(s, self.baseline.median_ms)
-            self.space.run.update(iterations=iterations, warmup=warmup)
+            chosen = study_timed_launches(self.study, s, self.baseline.median_ms)
+            if chosen != {k: self.space.run[k] for k in chosen}:  # the baseline times alike
+                self.space.run.update(chosen)
+                self.baseline = self._within_deadline(ex, self.space.baseline())
             self.need = self._need(ex)
             self.space.calibrate(lambda config: self._within_deadline(ex, config))
             first = self.space.initial_params()
@@ -281,17 +273,6 @@ class Tuner:
         self.reference = reference
         return Need(registers=reference.registers, shared_bytes=smem)
 
-    def _queue_combinations(self) -> int:
-        """Exhaustive: the first `trials` combinations, queued once (a process that
-        joins or resumes queues only those not in the study yet)."""
-        combos = list(itertools.islice(self.space.combinations(), self.settings.trials))
-        seen = {_params_key(t.system_attrs.get("fixed_params", t.params))
-                for t in self.study.get_trials(deepcopy=False) if "cancelled" not in t.user_attrs}
-        for params in combos:
-            if _params_key(params) not in seen:
-                self.study.enqueue_trial(params)
-        return len(combos)
-
     def _loop(self, ex, in_flight: dict, trials: int) -> None:
         # Enough in flight to keep compilers and GPUs busy.
         depth = 2 * (len(ex.workers) + (self.settings.compile_workers or os.cpu_count() or 1))
@@ -321,7 +302,8 @@ class Tuner:
         trial.set_user_attr("owner", self.owner)  # a later start reclaims it
         params = self.space.sample(trial)
         reason = self.space.constraints(params)
-        if self.settings.sampler == "exhaustive" and not self._queued(trial):
+        if self.settings.sampler == "exhaustive" and not is_queued(self.storage, self.study_id,
+                                                                       trial):
             # Another process took the last queued combination between our
             # look at the queue and our ask.
             reason = "exhaustive: the queue was empty"

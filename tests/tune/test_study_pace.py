@@ -74,13 +74,43 @@ def test_a_geometry_that_faulted_is_not_run_again():
     from mneme_cc.replay.config import ReplayConfig
     from mneme_cc.tune.feasibility import FaultingGeometries
 
-    seen = FaultingGeometries()
-    wide = ReplayConfig(block=(512, 1, 1))
-    seen.note(ReplayConfig(), oc.RUNTIME_ERROR, "CUDA_ERROR_ILLEGAL_ADDRESS")  # recorded geometry
+    seen = FaultingGeometries((16, 1, 1), (256, 1, 1))
+    fault = "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access\nmore"
+    recorded = ReplayConfig(grid=(16, 1, 1), block=(256, 1, 1))
+    seen.note(recorded, oc.RUNTIME_ERROR, fault)  # the recorded geometry is never ruled out
+    seen.note(ReplayConfig(), oc.RUNTIME_ERROR, fault)
     seen.note(ReplayConfig(block=(128, 1, 1)), oc.FAILED_VERIFICATION, "differs")
-    assert seen.reason(ReplayConfig()) is None
-    assert seen.reason(ReplayConfig(block=(128, 1, 1))) is None
-    seen.note(wide, oc.RUNTIME_ERROR, "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access\nmore")
-    reason = seen.reason(ReplayConfig(block=(512, 1, 1), pipeline="default<O1>"))
+    seen.note(ReplayConfig(block=(64, 1, 1)), oc.RUNTIME_ERROR, "the replay worker died (-9)")
+    for config in (recorded, ReplayConfig(), ReplayConfig(block=(128, 1, 1)),
+                   ReplayConfig(block=(64, 1, 1))):
+        assert seen.reason(config) is None
+    seen.note(ReplayConfig(block=(512, 1, 1)), oc.RUNTIME_ERROR, fault)
+    reason = seen.reason(ReplayConfig(grid=(16, 1, 1), block=(512, 1, 1), pipeline="default<O1>"))
     assert "faulted earlier" in reason and "ILLEGAL_ADDRESS" in reason and "\n" not in reason
 
+
+def test_every_process_on_a_study_times_as_its_first_did():
+    from mneme_cc.tune.settings import TuneSettings, study_timed_launches
+
+    study = optuna.create_study()
+    assert study_timed_launches(study, TuneSettings(), 3.4) == {"iterations": 5, "warmup": 1}
+    # A later process (or a resume) measured the kernel at another time: it keeps the choice.
+    assert study_timed_launches(study, TuneSettings(), 0.01) == {"iterations": 5, "warmup": 1}
+    assert study_timed_launches(study, TuneSettings(iterations=12), 0.01) == \
+        {"iterations": 12, "warmup": 1}
+    study.set_user_attr("timed_launches", {"iterations": "many", "warmup": -1})  # damaged
+    assert study_timed_launches(study, TuneSettings(), 0.01) == {"iterations": 20, "warmup": 3}
+
+
+def test_the_unsynced_journal_is_read_back_by_optunas_own_backend(tmp_path):
+    from optuna.storages.journal import JournalFileBackend
+
+    from mneme_cc.tune.storage import open_storage
+
+    study = optuna.create_study(storage=open_storage(None, tmp_path), study_name="s")
+    study.optimize(lambda t: t.suggest_float("x", 0, 1) ** 2, n_trials=5)
+    study.set_user_attr("timed_launches", {"iterations": 5, "warmup": 1})
+    stock = optuna.storages.JournalStorage(JournalFileBackend(str(tmp_path / "study.log")))
+    again = optuna.load_study(study_name="s", storage=stock)
+    assert [t.params for t in again.trials] == [t.params for t in study.trials]
+    assert again.user_attrs["timed_launches"] == {"iterations": 5, "warmup": 1}
