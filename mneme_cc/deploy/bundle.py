@@ -18,6 +18,7 @@ import hashlib
 import json
 import math
 import re
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -188,6 +189,11 @@ def write_bundle(path: Path, chosen: list[tuple[dict[str, Any], Any, Any]], arch
         except MnemeError as exc:
             raise UsageError(f"{inst.demangled}: the winner does not compile here: {exc}") \
                 from None
+        tuned_with = record.get("assembler")
+        if isinstance(tuned_with, str) and tuned_with != compiled.assembler:
+            print(f"mneme export: warning: {inst.demangled} was tuned with {tuned_with}; its "
+                  f"bundled cubin is assembled by {compiled.assembler} (set MNEME_PTXAS to "
+                  "export with the same ptxas)", file=sys.stderr)
         shape = json.dumps(record["launch"], sort_keys=True).encode()
         name = f"{inst.static_hash}-{hashlib.sha256(shape).hexdigest()[:12]}.cubin"
         (path / name).write_bytes(compiled.cubin)

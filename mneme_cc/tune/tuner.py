@@ -22,6 +22,7 @@ from typing import Any
 
 from mneme_cc.errors import UsageError
 from mneme_cc.replay import outcome as oc
+from mneme_cc.replay.compiler import application_assembler
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.numerics import codegen_of, for_bitwise_study
 from mneme_cc.tune import need_optuna, neighbours
@@ -96,6 +97,8 @@ class Tuner:
         self._reported = 0.0  # when summary.json and best.json were last written
         self.deadline: float | None = None
         self.need, self.faulting = Need(), FaultingGeometries(instance.grid, instance.block)
+        kernel = instance.db.kernel(instance.static_hash)  # what assembles its trials' PTX
+        self.assembler = application_assembler(kernel).name if kernel.has_ir else None
         self.reference: TrialResult | None = None  # the `ir` baseline, when run
         self.time_spent: Counter[str] = Counter()  # study seconds by where they went
         self.local = neighbours.LocalSteps(self.space, settings.seed) \
@@ -182,7 +185,7 @@ class Tuner:
             "baseline_ms": self.baseline.median_ms if self.baseline and self.baseline.verified
             else None, **verdicts.against_application(self.baseline, self.best),
             "beats_application": verdicts.beats_application(self.baseline, self.best),
-            "registers": self.best.registers,
+            "registers": self.best.registers, "assembler": self.assembler,
             "device": self.props.name, "arch": self.props.arch,
         }
 
