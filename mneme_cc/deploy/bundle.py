@@ -59,14 +59,19 @@ class BundleEntry:
                 self.launch["shared_mem_bytes"])
 
 
+#: What a launch can carry, and so what the serving runtime accepts.
+MAX_DIM, MAX_SHARED_MEM = 2**31 - 1, 2**31 - 1
+
+
 def _dims(value: Any) -> bool:
     return isinstance(value, list) and len(value) == 3 and all(
-        isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in value)
+        isinstance(d, int) and not isinstance(d, bool) and 0 < d <= MAX_DIM for d in value)
 
 
 def _shape_ok(shape: Any) -> bool:
+    smem = shape.get("shared_mem_bytes") if isinstance(shape, dict) else None
     return isinstance(shape, dict) and _dims(shape.get("grid")) and _dims(shape.get("block")) \
-        and isinstance(shape.get("shared_mem_bytes"), int) and shape["shared_mem_bytes"] >= 0
+        and isinstance(smem, int) and not isinstance(smem, bool) and 0 <= smem <= MAX_SHARED_MEM
 
 
 class Bundle:
@@ -76,6 +81,9 @@ class Bundle:
     def cubin(self, entry: BundleEntry) -> bytes:
         """The entry's cubin, checked against its digest."""
         path = self.path / entry.cubin
+        if path.exists() and not path.is_file():  # a FIFO or a device would block or lie
+            raise UsageError(f"{path}: not a regular file; the bundle is damaged: export it "
+                             "again")
         try:
             data = path.read_bytes()
         except OSError as exc:
@@ -142,10 +150,12 @@ def _entry(raw: Any, where: Path, path: Path) -> BundleEntry:
         bad.append("specialized_args")
     if not _shape_ok(entry.launch) or not _shape_ok(entry.serve):
         bad.append("launch/serve")
-    if not isinstance(entry.config, dict):
+    wanted = entry.config.get("specialize_args", []) if isinstance(entry.config, dict) else None
+    if not isinstance(wanted, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) for i in wanted):
         bad.append("config")
-    if "/" in entry.cubin or "\\" in entry.cubin or entry.cubin in (".", "..") or \
-            "\0" in entry.cubin or (path / entry.cubin).is_symlink():
+    if "cubin" not in bad and ("/" in entry.cubin or "\\" in entry.cubin or entry.cubin in (
+            ".", "..") or "\0" in entry.cubin or (path / entry.cubin).is_symlink()):
         bad.append(f"cubin {entry.cubin!r} is not a file of the bundle")
     if bad:
         raise UsageError(f"{where}: the entry for {entry.kernel!r} has bad fields: "
@@ -163,6 +173,9 @@ def load_bundle(path: str | Path) -> Bundle:
                          "`mneme export --bundle DIR`") from None
     except (OSError, ValueError) as exc:
         raise UsageError(f"{where}: unreadable ({exc}); export the bundle again") from None
+    except RecursionError:
+        raise UsageError(f"{where}: nested too deeply to be a manifest; export the bundle "
+                         "again") from None
     if not isinstance(raw, dict) or raw.get("format") != FORMAT or raw.get("version") != VERSION:
         raise UsageError(f"{where}: not a {FORMAT} version {VERSION} manifest")
     if not isinstance(raw.get("kernels"), list):

@@ -1,7 +1,6 @@
 #include "Server.h"
 
 #include "CudaApi.h"
-#include "Json.h"
 #include "Options.h"
 #include "Registry.h"
 #include "mneme/Sha256.h"
@@ -59,6 +58,7 @@ bool Server::load() {
     return false;
   }
   State = Mode::Loaded;
+  Owner = getpid();
   return true;
 }
 
@@ -176,14 +176,27 @@ const ServeDecision *Server::decide(Kernel &K, Context &C, const LaunchRequest &
     Why = D.Reason;
     return nullptr;
   }
-  // A cubin specialised on argument values computes only for those values.
-  for (const auto &[Index, Bytes] : D.Entry->Specialized)
-    if (!R.Args || !R.Args[Index] || std::memcmp(R.Args[Index], Bytes.data(), Bytes.size())) {
+  return &D;
+}
+
+bool Server::specialisedMatch(const Loaded &L, const ServeEntry &E, void **Args,
+                              std::string &Why) {
+  // A cubin specialised on argument values computes only for those values;
+  // the bundle is untrusted, so each index and size is checked against the
+  // tuned kernel's own parameters before an argument is read.
+  for (const auto &[Index, Bytes] : E.Specialized) {
+    if (Index >= L.ParamSizes.size() || L.ParamSizes[Index] != Bytes.size()) {
+      Why = "the bundle specialises argument " + std::to_string(Index) +
+            ", which the kernel has not with that size";
+      return false;
+    }
+    if (!Args || !Args[Index] || std::memcmp(Args[Index], Bytes.data(), Bytes.size())) {
       Why = "argument " + std::to_string(Index) +
             " differs from the value the tuned cubin was specialised on";
-      return nullptr;
+      return false;
     }
-  return &D;
+  }
+  return true;
 }
 
 bool Server::copyGlobals(Loaded &L, void **Module, CUmodule Cubin) {
@@ -239,13 +252,19 @@ const Server::Loaded *Server::load(Context &C, const ServeEntry &E, void **Modul
               driverErrorName(Result) + ")";
     else if (!copyGlobals(L, Module, Cubin))
       L.Function = nullptr;
+    for (size_t I = 0, Offset = 0, Size = 0; L.Function && I < 4096; ++I) {
+      if (driver().FuncGetParamInfo(L.Function, I, &Offset, &Size) != CUDA_SUCCESS)
+        break;
+      L.ParamSizes.push_back(Size);
+    }
   }
   Why = L.Why;
   if (!L.Function)
     return nullptr;
   if (SharedMem > L.MaxSharedMem) {
-    // Dynamic shared memory above 48 KiB must be asked for, as the
-    // application does for its own kernel.
+    // Dynamic shared memory must be allowed whenever it exceeds what is
+    // left of 48 KiB beside the kernel's static shared memory, as the
+    // application does for its own kernel; allowing it always is harmless.
     CUresult Result = driver().FuncSetAttribute(
         L.Function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(SharedMem));
     if (Result != CUDA_SUCCESS) {
@@ -256,56 +275,6 @@ const Server::Loaded *Server::load(Context &C, const ServeEntry &E, void **Modul
     L.MaxSharedMem = SharedMem;
   }
   return &L;
-}
-
-bool Server::timingStart(Context &C, CUcontext Ctx, CUstream S, Kernel &K, bool Served,
-                         Timing &T) {
-  CUstreamCaptureStatus Capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  // A stream being captured into a graph records no time.
-  if (driver().StreamIsCapturing(S, &Capture) != CUDA_SUCCESS ||
-      Capture != CU_STREAM_CAPTURE_STATUS_NONE)
-    return false;
-  CUevent Events[2] = {nullptr, nullptr};
-  for (CUevent &E : Events) {
-    if (!C.Events.empty()) {
-      E = C.Events.back();
-      C.Events.pop_back();
-    } else if (driver().EventCreate(&E, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
-      E = nullptr;
-    }
-  }
-  if (!Events[0] || !Events[1] || driver().EventRecord(Events[0], S) != CUDA_SUCCESS) {
-    for (CUevent E : Events)
-      if (E)
-        C.Events.push_back(E);
-    return false;
-  }
-  T = Timing{Ctx, Events[0], Events[1], &K, Served};
-  return true;
-}
-
-void Server::recycle(const Timing &T) {
-  // Looked up again: a reset may have destroyed the context and its events.
-  if (auto It = Contexts.find(T.Ctx); It != Contexts.end())
-    It->second.Events.insert(It->second.Events.end(), {T.Start, T.Stop});
-}
-
-void Server::collect(bool Wait) {
-  // Launches finish roughly in order: without waiting, stop at the first
-  // one still running, so a deep queue costs one query per launch.
-  while (!Pending.empty()) {
-    Timing &T = Pending.front();
-    CUresult Ready = Wait ? driver().EventSynchronize(T.Stop) : driver().EventQuery(T.Stop);
-    if (Ready == CUDA_ERROR_NOT_READY)
-      return;
-    float Ms = 0;
-    if (Ready == CUDA_SUCCESS && driver().EventElapsedTime(&Ms, T.Start, T.Stop) == CUDA_SUCCESS) {
-      (T.Served ? T.K->ServedMs : T.K->PassedMs) += Ms;
-      ++(T.Served ? T.K->ServedTimed : T.K->PassedTimed);
-    }
-    recycle(T);
-    Pending.pop_front();
-  }
 }
 
 cudaError_t Server::passThrough(Kernel *K, const LaunchRequest &R, const std::string &Why,
@@ -361,6 +330,8 @@ cudaError_t Server::launch(const LaunchRequest &R, const char *Unserved) {
       warnOnce(K, Why);
     return passThrough(&K, R, Why, G);
   }
+  if (!specialisedMatch(*L, *D->Entry, R.Args, Why))
+    return passThrough(&K, R, Why, G);
   Shape S = D->Launch;
   CUfunction F = L->Function;
   std::vector<Global> Globals = L->Globals; // a reset may free L
@@ -413,32 +384,6 @@ void Server::deviceReset() {
     Contexts.clear();
 }
 
-void Server::writeReport() {
-  JsonWriter W;
-  W.beginObject().field("format", "mneme-serve-report").field("version", 1)
-      .field("pid", static_cast<int64_t>(getpid())).key("kernels").beginArray();
-  for (const auto &[Function, K] : Kernels) {
-    W.beginObject().field("kernel", K.Name).field("demangled", K.Demangled)
-        .field("tuned", K.Table != nullptr).field("launches", K.Launches)
-        .field("served", K.Served).key("passed_through").beginObject();
-    if (K.NotTuned)
-      W.field("not tuned", K.NotTuned);
-    for (const auto &[Why, N] : K.Passed)
-      W.field(Why, N);
-    W.endObject().field("served_ms", K.ServedMs).field("passed_through_ms", K.PassedMs)
-        .field("timed_served", K.ServedTimed).field("timed_passed_through", K.PassedTimed)
-        .endObject();
-  }
-  W.endArray().endObject();
-  std::string Path = Table.Report + "/serve-report." + std::to_string(getpid()) + ".json";
-  std::string Temporary = Path + ".tmp";
-  FILE *F = std::fopen(Temporary.c_str(), "w");
-  bool Ok = F && std::fwrite(W.str().data(), 1, W.str().size(), F) == W.str().size();
-  Ok = F && std::fclose(F) == 0 && Ok;
-  if (!Ok || std::rename(Temporary.c_str(), Path.c_str()) != 0)
-    report("cannot write the serving report " + Path);
-}
-
 void Server::finish() {
   std::lock_guard<std::mutex> G(Lock);
   if (Finished)
@@ -447,7 +392,7 @@ void Server::finish() {
   // Read even when nothing was launched, so that a damaged table is
   // reported; a process that never launched a kernel writes no report.
   load();
-  if (State != Mode::Serving || Table.Report.empty())
+  if (State != Mode::Serving || Table.Report.empty() || Owner != getpid())
     return;
   collect(true);
   writeReport();

@@ -12,6 +12,7 @@
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <sys/types.h>
 
 #include <deque>
 #include <map>
@@ -60,8 +61,9 @@ private:
   struct Loaded {
     CUfunction Function = nullptr;
     std::vector<Global> Globals;
+    std::vector<size_t> ParamSizes; // the tuned kernel's parameters, in order
     std::string Why; // when it did not load
-    uint64_t MaxSharedMem = 48 * 1024; // what the function may be launched with
+    uint64_t MaxSharedMem = 0; // dynamic shared memory the function was allowed
   };
   struct Context {
     std::string Arch;
@@ -87,6 +89,9 @@ private:
   const Loaded *load(Context &C, const ServeEntry &E, void **Module, uint64_t SharedMem,
                      std::string &Why);
   bool copyGlobals(Loaded &L, void **Module, CUmodule Cubin);
+  // Whether the launch's arguments are those the cubin was specialised on.
+  static bool specialisedMatch(const Loaded &L, const ServeEntry &E, void **Args,
+                               std::string &Why);
   static CUresult copy(const std::vector<Global> &Globals, CUstream S, bool In);
   void warnOnce(Kernel &K, const std::string &Why, bool Passes = true);
   bool timingStart(Context &C, CUcontext Ctx, CUstream S, Kernel &K, bool Served, Timing &T);
@@ -99,6 +104,7 @@ private:
   std::mutex Lock;
   enum class Mode { Unloaded, Off, Loaded, Serving } State = Mode::Unloaded;
   bool Finished = false;
+  pid_t Owner = 0; // the process that loaded the table: a forked child reports nothing
   ServeTable Table;
   std::unordered_map<const void *, Kernel> Kernels; // by host function
   std::map<CUcontext, Context> Contexts;

@@ -118,6 +118,19 @@ def test_specialised_arguments_are_served_only_at_their_values(fake, tmp_path):
         "argument 1 differs from the value the tuned cubin was specialised on": 1}
 
 
+@pytest.mark.parametrize("index, size", [(1, 8), (3000, 4)])
+def test_a_specialised_argument_the_kernel_has_not_passes_through(fake, tmp_path, index, size):
+    """The bundle is untrusted: an index past the kernel's parameters, or a value
+    of another size, is never read from the launch's arguments."""
+    value = (7).to_bytes(size, "little").hex()
+    tuned = bundle(tmp_path / "b", {"config": {"specialize_args": [index]},
+                                    "specialized_args": [{"index": index, "hex": value}]})
+    out, _, kernels = serve(fake, tuned, "4,256,0,7")
+    assert [line.split()[0] for line in launched(out)[:1]] == ["native"]
+    assert kernels[KERNEL]["passed_through"] == {
+        f"the bundle specialises argument {index}, which the kernel has not with that size": 1}
+
+
 def test_large_dynamic_shared_memory_is_asked_for(fake, tmp_path):
     shape = {"grid": [4, 1, 1], "block": [256, 1, 1], "shared_mem_bytes": 100_000}
     out, _, kernels = serve(fake, bundle(tmp_path / "b", {"launch": shape, "serve": shape}),

@@ -33,6 +33,15 @@ int cuModuleLoadData(void **Module, const void *Image) {
   return 0;
 }
 
+// Every kernel of the stand-in cubins is kern(float *, int).
+int cuFuncGetParamInfo(void *, size_t Index, size_t *Offset, size_t *Size) {
+  if (Index > 1)
+    return 1; // CUDA_ERROR_INVALID_VALUE
+  *Offset = Index == 0 ? 0 : 8;
+  *Size = Index == 0 ? 8 : 4;
+  return 0;
+}
+
 int cuModuleGetFunction(void **Function, void *, const char *Name) {
   *Function = strdup(Name);
   return 0;
@@ -114,7 +123,6 @@ FAKE_SUCCESS(cuEventRecord)
 FAKE_SUCCESS(cuEventSynchronize)
 FAKE_SUCCESS(cuEventQuery)
 FAKE_SUCCESS(cuFuncGetModule)
-FAKE_SUCCESS(cuFuncGetParamInfo)
 FAKE_SUCCESS(cuPointerGetAttribute)
 
 } // extern "C"
