@@ -1,8 +1,10 @@
 #include "CudaApi.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <cstring>
+#include <string>
 
 namespace mneme::recorder {
 namespace {
@@ -55,6 +57,28 @@ std::string driverErrorName(CUresult Result) {
   return "CUresult " + std::to_string(static_cast<int>(Result));
 }
 
-void *realSymbol(const char *Name) { return dlsym(RTLD_NEXT, Name); }
+namespace {
+
+int findCudaRuntime(dl_phdr_info *Info, size_t, void *Path) {
+  if (Info->dlpi_name && std::strstr(Info->dlpi_name, "cudart.so")) {
+    *static_cast<std::string *>(Path) = Info->dlpi_name;
+    return 1;
+  }
+  return 0;
+}
+
+} // namespace
+
+// The application's CUDA runtime is usually next in the global scope. One
+// loaded only as a dependency of a library opened with RTLD_LOCAL (a Python
+// extension, a plugin) is not: it is then found among the loaded objects.
+void *realSymbol(const char *Name) {
+  if (void *Next = dlsym(RTLD_NEXT, Name))
+    return Next;
+  std::string Path;
+  dl_iterate_phdr(findCudaRuntime, &Path);
+  void *Runtime = Path.empty() ? nullptr : dlopen(Path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+  return Runtime ? dlsym(Runtime, Name) : nullptr;
+}
 
 } // namespace mneme::recorder

@@ -180,3 +180,19 @@ def test_every_launch_api_is_served_but_launches_with_attributes(fake, tmp_path)
     assert kernels[KERNEL]["served"] == 2
     ((reason, count),) = kernels[KERNEL]["passed_through"].items()
     assert reason.startswith("launched with attributes") and count == 1
+
+
+def test_a_runtime_opened_with_rtld_local_is_found(fake, tmp_path):
+    """A CUDA runtime that only a plugin opened with RTLD_LOCAL depends on (a
+    Python extension's) is not next in the global scope; it still runs."""
+    from mneme_cc.build.toolchain import find_cuda_toolkit
+
+    include = f"-I{find_cuda_toolkit() / 'include'}"
+    run(["g++", "-shared", "-fPIC", "-std=c++17", include, str(SERVE / "plugin.cpp"), "-o",
+         str(tmp_path / "libplugin.so"), f"-L{fake}", "-lfakecudart", f"-Wl,-rpath,{fake}"])
+    run(["g++", "-std=c++17", str(SERVE / "dlapp.cpp"), "-o", str(tmp_path / "dlapp"), "-ldl"])
+    env = tool_env(LD_LIBRARY_PATH=str(fake))
+    out = run(["mneme", "run", "--tuned", str(bundle(tmp_path / "b")), "--",
+               str(tmp_path / "dlapp"), str(tmp_path / "libplugin.so")], env=env, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "plugin launch returned 0" in out.stdout
