@@ -21,8 +21,11 @@ from mneme_cc.tune.space import Categorical, Dimension, Int, Real, SearchSpace, 
 #: Verified trials a study needs before local steps start.
 WARM_UP = 16
 #: The share of asks left to the sampler once local steps start; it falls as
-#: the study grows, so TPE's cost per trial stays about flat.
+#: the study grows, so TPE's cost per trial stays about flat, and falls with
+#: how often the sampler proposes what already ran (an ask paid for nothing).
 SAMPLER_SHARE, SAMPLER_SHARE_SCALE = 0.25, 100.0
+#: How fast the sampler's repeat rate follows its recent proposals.
+REPEAT_WEIGHT = 0.1
 #: How many of the best configurations local steps start from.
 INCUMBENTS = 5
 
@@ -78,22 +81,30 @@ class LocalSteps:
     def __init__(self, space: SearchSpace, seed: int | None):
         self.space, self.rng = space, random.Random(seed)
         self.best: list[tuple[float, dict[str, Any]]] = []  # (value, params), best first
+        self.repeats = 0.0  # the share of the sampler's recent proposals that had run
 
     def found(self, value: float, params: dict[str, Any]) -> None:
         """A verified configuration's objective value."""
         self.best = sorted([*self.best, (value, params)], key=lambda x: x[0])[:INCUMBENTS]
 
+    def sampled(self, repeated: bool) -> None:
+        """What the sampler's last proposal was: a configuration that had run, or not."""
+        self.repeats += REPEAT_WEIGHT * (float(repeated) - self.repeats)
+
     def propose(self, verified: int, untried: Callable[[dict[str, Any]], bool]) \
             -> dict[str, Any] | None:
         """For a study with `verified` trials: a neighbour of one of the best that
         `untried` accepts, or None to let the sampler choose."""
-        if verified < WARM_UP or not self.best or \
-                self.rng.random() < min(SAMPLER_SHARE, SAMPLER_SHARE_SCALE / verified):
+        share = min(SAMPLER_SHARE, SAMPLER_SHARE_SCALE / max(verified, 1)) * (1 - self.repeats)
+        if verified < WARM_UP or not self.best or self.rng.random() < share:
             return None
-        for _ in range(16):  # tries to find one not run yet; each costs a derive
-            params = neighbour(self.space, self.rng.choice(self.best)[1], self.rng)
-            if params is None:
-                return None
+        for attempt in range(24):  # tries to find one not run yet; each costs a derive
+            params = self.rng.choice(self.best)[1]
+            # One parameter moved, then two, then three, as the near ones run out.
+            for _ in range(1 + attempt // 8):
+                params = neighbour(self.space, params, self.rng)
+                if params is None:
+                    return None
             if self.space.constraints(params) is None and untried(params):
                 return params
         return None

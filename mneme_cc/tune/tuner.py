@@ -325,6 +325,8 @@ class Tuner:
             self.counts[pruned_as] += 1
             return
         key = config.key()
+        if self.local and not step:
+            self.local.sampled(key in self.results or key in self.waiting)
         if key in self.results:  # an equivalent config already ran
             self._tell(trial, params, self.results[key], duplicate=True)
         elif key in self.waiting:  # ... or is running

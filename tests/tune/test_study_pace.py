@@ -114,3 +114,17 @@ def test_the_unsynced_journal_is_read_back_by_optunas_own_backend(tmp_path):
     again = optuna.load_study(study_name="s", storage=stock)
     assert [t.params for t in again.trials] == [t.params for t in study.trials]
     assert again.user_attrs["timed_launches"] == {"iterations": 5, "warmup": 1}
+
+
+def test_a_sampler_that_repeats_itself_is_asked_less(instance):
+    steps = LocalSteps(Conditional(instance, H100), seed=4)
+    steps.found(1.0, {"bounds": False, "fraction": 0.5, "unroll": 8})
+    fresh = sum(steps.propose(WARM_UP, lambda p: True) is None for _ in range(2000))
+    for _ in range(100):
+        steps.sampled(repeated=True)
+    assert steps.repeats > 0.99
+    stale = sum(steps.propose(WARM_UP, lambda p: True) is None for _ in range(2000))
+    assert 400 < fresh < 600 and stale < 10  # a quarter of the asks, then next to none
+    for _ in range(100):
+        steps.sampled(repeated=False)
+    assert steps.repeats < 0.01
