@@ -190,10 +190,10 @@ def _device_ir_link(inv: Invocation, clang: str) -> tuple[list[str], Path | None
     paths = rdc_link.link_inputs(inv.expanded_args, inv.inputs)
     if not any(_has_offload_code(p) for p in paths):
         return [], None
-    # clang's device link of such objects runs only under -fgpu-rdc (its
-    # --offload-link runs it with other options, under which nvlink refuses
-    # a kernel that one TU declares and another defines).
-    extra = [] if "-fgpu-rdc" in inv.expanded_args else ["-fgpu-rdc"]
+    # With objects alone on the command line clang 22 runs the plain linker
+    # even under -fgpu-rdc; only its offload driver runs the linker wrapper
+    # (nvlink, fatbinary, the registration code).
+    extra = [f for f in ("-fgpu-rdc", "--offload-new-driver") if f not in inv.expanded_args]
     if not inv.names_cuda_path:
         extra.append(f"--cuda-path={toolchain.require_cuda_toolkit()}")
     scratch = Path(tempfile.mkdtemp(prefix="mneme-link-"))

@@ -45,8 +45,22 @@ def linked_definitions(binary: Path, tmp_path: Path) -> tuple[dict, set[str]]:
     return meta, defined
 
 
+def check_device_link(binary: Path) -> None:
+    """The link ran the device link: a fatbinary, and the calls that register it.
+
+    Without them the program cannot launch a kernel, which a CPU test sees
+    only here.
+    """
+    assert ".nv_fatbin" in run(["readelf", "-S", "-W", str(binary)]).stdout
+    imports = run(["nm", "-D", "-u", str(binary)]).stdout
+    assert {"__cudaRegisterFatBinary", "__cudaRegisterFunction", "__cudaRegisterVar"} <= \
+        {line.split()[-1].split("@")[0] for line in imports.splitlines()}
+
+
 def check_program(binary: Path, tmp_path: Path) -> None:
-    """Every kernel is listed, and the linked module defines the other TUs' symbols."""
+    """The device link ran, every kernel is listed, and the linked module
+    defines the other TUs' symbols."""
+    check_device_link(binary)
     modules = inspect(binary)
     assert {k["name"] for m in modules for k in m["kernels"]} == KERNELS
     (linked,) = [m for m in modules if m.get("linked")]
@@ -76,7 +90,9 @@ def test_makefile_written_for_nvcc(opt, tmp_path):
 def test_the_sample_is_valid_nvcc_input(tmp_path):
     out = tmp_path / "build"
     run(["make", "-j2", "NVCC=nvcc", f"BUILD={out}"], cwd=SAMPLE)
-    assert (out / "rdc_sample").is_file()
+    # nvcc's program carries its fatbinary as mneme's builds do (it links the
+    # static runtime, so registration is no import there).
+    assert ".nv_fatbin" in run(["readelf", "-S", "-W", str(out / "rdc_sample")]).stdout
 
 
 def compile_rdc(tmp_path: Path, *extra: str) -> dict[str, Path]:
@@ -156,6 +172,7 @@ def test_a_shared_library_of_rdc_objects_carries_its_linked_module(tmp_path):
     (linked,) = [m for m in inspect(lib) if m.get("linked")]
     assert {k["name"] for k in linked["kernels"]} == {"_Z9integratePfS_if"}
     assert "libcudart.so" in run(["readelf", "-d", str(lib)]).stdout
+    check_device_link(lib)
 
 
 def test_cmake_separable_compilation(tmp_path):
