@@ -182,14 +182,15 @@ class Command:
     language: str = "c++"
 
 
-def _device_ir_link(inv: Invocation, clang: str) -> tuple[list[str], Path | None]:
-    """What a link of relocatable device code needs: clang's device link
-    and, when the objects carry IR, the object holding the linked module."""
+def _device_ir_link(inv: Invocation, clang: str) -> tuple[list[str], list[str], Path | None]:
+    """What a link of relocatable device code needs: (its arguments, each
+    static library named once; clang's device link and, when the objects
+    carry IR, the object holding the linked module; a scratch directory)."""
     if {"--emit-static-lib", "-r", "--relocatable"} & set(inv.expanded_args):
-        return [], None  # an archive or a partial link: the program's link does it
+        return inv.args, [], None  # an archive or a partial link: the program's link does it
     paths = rdc_link.link_inputs(inv.expanded_args, inv.inputs)
     if not any(_has_offload_code(p) for p in paths):
-        return [], None
+        return inv.args, [], None
     # With objects alone on the command line clang 22 runs the plain linker
     # even under -fgpu-rdc; only its offload driver runs the linker wrapper
     # (nvlink, fatbinary, the registration code).
@@ -198,11 +199,23 @@ def _device_ir_link(inv: Invocation, clang: str) -> tuple[list[str], Path | None
         extra.append(f"--cuda-path={toolchain.require_cuda_toolkit()}")
     scratch = Path(tempfile.mkdtemp(prefix="mneme-link-"))
     try:
-        obj = rdc_link.linked_ir_object(paths, inv.output or "a.out", clang, scratch)
+        obj = rdc_link.linked_ir_object(paths, inv.output or "a.out", clang, scratch,
+                                        _target_flags(inv.expanded_args))
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
-    return extra + ([str(obj)] if obj else []), scratch
+    return rdc_link.without_repeated_archives(inv.args), extra + ([str(obj)] if obj else []), scratch
+
+
+def _target_flags(args: list[str]) -> list[str]:
+    """The options of a link that choose the machine its objects are for."""
+    flags: list[str] = []
+    for arg, value in zip(args, [*args[1:], ""], strict=True):
+        if arg in ("-target", "--sysroot", "-isysroot"):
+            flags += [arg, value]
+        elif arg.startswith(("--target=", "--sysroot=", "-m")) and arg != "-mllvm":
+            flags.append(arg)
+    return flags
 
 
 def _has_offload_code(path: str) -> bool:
@@ -238,7 +251,7 @@ def build_command(language: str, args: list[str]) -> Command:
     extra = _cuda_compile_flags(inv, clang) if inv.cuda_inputs else []
     if not (inv.links and _links_cuda_code(inv)):
         return Command([clang, *mode, *extra, *args])
-    link_extra, scratch = _device_ir_link(inv, clang)
+    args, link_extra, scratch = _device_ir_link(inv, clang)
     return Command([clang, *mode, *extra, *_with_shared_cudart(args), *link_extra], scratch)
 
 

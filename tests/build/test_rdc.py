@@ -209,3 +209,64 @@ def test_damaged_ir_in_an_rdc_object_is_a_one_line_error(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("mneme-cxx: error: ")
     assert "Traceback" not in proc.stderr
+
+
+def test_a_static_library_named_twice(tmp_path):
+    """`-lphysics -lphysics`, as link lines resolving host cycles have it."""
+    objects = compile_rdc(tmp_path)
+    run(["ar", "rcs", str(tmp_path / "libphysics.a"), str(objects["physics"])])
+    app = tmp_path / "app"
+    linked = run(["mneme-cxx", str(objects["main"]), str(objects["integrate"]), f"-L{tmp_path}",
+                  "-lphysics", "-lphysics", str(tmp_path / "libphysics.a"), "-o", str(app)])
+    assert "warning" not in linked.stderr
+    check_program(app, tmp_path)
+    nvcc_app = tmp_path / "nvcc_app"
+    run([str(nvcc_wrapper(tmp_path)), "-arch=sm_90", str(objects["main"]), str(objects["integrate"]),
+         f"-L{tmp_path}", "-lphysics", "-lphysics", "-o", str(nvcc_app)], cwd=tmp_path)
+    (tmp_path / "nvcc").mkdir()
+    check_program(nvcc_app, tmp_path / "nvcc")
+
+
+def test_repeated_archives_become_one_group(tmp_path):
+    from mneme_cc.build.rdc_link import without_repeated_archives
+
+    (tmp_path / "libx.a").write_bytes(b"!<arch>\n")
+    lib = str(tmp_path / "libx.a")
+    args = ["a.o", "-L", str(tmp_path), "-lx", "b.o", "-l", "x", lib, "-lm", "-o", "app"]
+    assert without_repeated_archives(args) == \
+        ["a.o", "-L", str(tmp_path), "-Wl,--start-group", "-lx", "b.o", "-Wl,--end-group",
+         "-lm", "-o", "app"]
+    grouped = ["-Wl,--start-group", "a.o", f"-L{tmp_path}", "-lx", "-lx", "-Wl,--end-group"]
+    assert without_repeated_archives(grouped) == grouped[:4] + grouped[5:]
+
+
+def test_a_member_in_two_archives_is_linked_once(tmp_path):
+    """The IR link pulls it once, as a linker would; the device link itself
+    refuses the program (nvlink: multiple definition), with nvcc as well."""
+    from mneme_cc.build import rdc_link
+
+    objects = compile_rdc(tmp_path)
+    for lib in ("libphysics.a", "libphysics2.a"):
+        run(["ar", "rcs", str(tmp_path / lib), str(objects["physics"])])
+    paths = [str(objects["main"]), str(objects["integrate"]), str(tmp_path / "libphysics.a"),
+             str(tmp_path / "libphysics2.a")]
+    modules = rdc_link.select(rdc_link.rdc_units(paths), "sm_90")
+    assert [Path(m.source).name for m in modules] == ["main.cu", "integrate.cu", "physics.cu"]
+    assert "libphysics.a(" in modules[-1].origin
+
+
+def test_an_ir_link_that_fails_leaves_the_program_without_a_linked_module(tmp_path, capfd):
+    from mneme_cc.build import rdc_link, toolchain
+
+    objects = []
+    for name, scale in (("a", "0.5f"), ("b", "0.25f")):
+        source = tmp_path / f"{name}.cu"
+        source.write_text(f"__device__ float drag(float v) {{ return v * {scale}; }}\n"
+                          f"__global__ void k_{name}(float *x) {{ x[0] = drag(x[0]); }}\n")
+        objects.append(str(tmp_path / f"{name}.o"))
+        run(["mneme-cxx", "-fgpu-rdc", "-c", str(source), "-o", objects[-1]])
+    capfd.readouterr()
+    assert rdc_link.linked_ir_object(objects, "app", toolchain.select_clang(), tmp_path) is None
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("mneme: warning: linking the device IR of ")
+    assert "app gets no linked device module" in err
