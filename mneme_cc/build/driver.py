@@ -197,6 +197,7 @@ def _device_ir_link(inv: Invocation, clang: str) -> tuple[list[str], list[str], 
     extra = [f for f in ("-fgpu-rdc", "--offload-new-driver") if f not in inv.expanded_args]
     if not inv.names_cuda_path:
         extra.append(f"--cuda-path={toolchain.require_cuda_toolkit()}")
+    extra += [f"-Wl,--should-extract={arch}" for arch in rdc_link.archived_kernel_archs(paths)]
     scratch = Path(tempfile.mkdtemp(prefix="mneme-link-"))
     try:
         obj = rdc_link.linked_ir_object(paths, inv.output or "a.out", clang, scratch,
@@ -239,9 +240,9 @@ def build_command(language: str, args: list[str]) -> Command:
     inv = analyse(args)
     if not inv.inputs:  # --version, -print-*, -v alone: nothing to change
         return Command([clang, *mode, *args])
-    if rdc_compile.splittable(inv.args, inv.inputs, inv.cuda_inputs, inv.links):
+    if rdc_compile.splittable(inv.expanded_args, inv.inputs, inv.cuda_inputs, inv.links):
         scratch = Path(tempfile.mkdtemp(prefix="mneme-rdc-"))
-        compiles, link = rdc_compile.split(args, inv.inputs, _TAKES_VALUE, scratch)
+        compiles, link = rdc_compile.split(inv.expanded_args, inv.inputs, _TAKES_VALUE, scratch)
         try:
             steps = [build_command(language, c).argv for c in compiles]
         except BaseException:

@@ -159,6 +159,18 @@ def rdc_units(paths: list[str]) -> list[Unit]:
     return [unit for path in paths if Path(path).is_file() for unit in _units_in(path)]
 
 
+def archived_kernel_archs(paths: list[str]) -> list[str]:
+    """The GPU archs of the kernels that archive members define.
+
+    clang 22's device link takes an archive member only for a device symbol
+    that other device code leaves undefined, never for a kernel that only
+    host code launches (a CUDA library linked into a C++ program); the
+    driver has it take every member of these archs (`--should-extract`).
+    """
+    return sorted({m.arch for unit in rdc_units(paths) if unit.from_archive
+                   for m in unit.modules if m.kernels})
+
+
 def _parse(module: EmbeddedModule):
     """The record's bitcode as an llvmlite module.
 

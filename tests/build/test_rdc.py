@@ -158,10 +158,32 @@ def test_a_one_command_build_splits_into_compiles_and_a_link(tmp_path):
                          "-c", "a.cu", "-o", obj]]
     assert link == ["-fgpu-rdc", "-O2", "-I", "inc", obj, "-o", "app", "b.o", "-lm",
                     "-Qunused-arguments"]
-    for other in (["-O2", "a.cu", "-o", "app"], ["-fgpu-rdc", "-c", "a.cu"],
-                  ["-fgpu-rdc", "-x", "cuda", "a.cu", "-o", "app"]):
+    for other in (["-O2", "a.cu", "-o", "app"], ["-fgpu-rdc", "-c", "a.cu"]):
         inv = driver.analyse(other)
         assert not rdc_compile.splittable(inv.args, inv.inputs, inv.cuda_inputs, inv.links)
+    # -x goes to the compiles of the sources it applies to, never to the link.
+    args = ["-fgpu-rdc", "-x", "cuda", "a.cpp", "-xnone", "b.o", "-o", "app"]
+    inv = driver.analyse(args)
+    assert rdc_compile.splittable(inv.args, inv.inputs, inv.cuda_inputs, inv.links)
+    compiles, link = rdc_compile.split(args, inv.inputs, driver._TAKES_VALUE, tmp_path)
+    obj = str(tmp_path / "0-a.o")
+    assert compiles == [["-fgpu-rdc", "-Qunused-arguments", "-c", "-x", "cuda", "a.cpp", "-o", obj]]
+    assert link == ["-fgpu-rdc", obj, "b.o", "-o", "app", "-Qunused-arguments"]
+
+
+def test_one_command_with_a_response_file_and_x_cuda(tmp_path):
+    sources = []
+    for name in ("main", "integrate", "physics"):
+        sources.append(tmp_path / f"{name}.cpp")
+        shutil.copy(SAMPLE / f"{name}.cu", sources[-1])
+    response = tmp_path / "args.rsp"
+    response.write_text(f"-fgpu-rdc -O2 -I{SAMPLE} -x cuda {' '.join(map(str, sources))}\n")
+    app = tmp_path / "app"
+    run(["mneme-cxx", f"@{response}", "-o", str(app)], env=tool_env(TMPDIR=str(tmp_path)))
+    check_device_link(app)
+    (linked,) = [m for m in inspect(app) if m.get("linked")]
+    assert {k["name"] for k in linked["kernels"]} == KERNELS
+    assert not list(tmp_path.glob("mneme-rdc-*")) and not list(tmp_path.glob("mneme-link-*"))
 
 
 def test_a_shared_library_of_rdc_objects_carries_its_linked_module(tmp_path):
@@ -270,3 +292,59 @@ def test_an_ir_link_that_fails_leaves_the_program_without_a_linked_module(tmp_pa
     err = capfd.readouterr().err
     assert err.count("\n") == 1 and err.startswith("mneme: warning: linking the device IR of ")
     assert "app gets no linked device module" in err
+
+
+LIBRARY_KERNEL = """
+extern __device__ float scale;
+__device__ float twice(float x);
+__global__ void k(float *x) { x[threadIdx.x] = twice(x[threadIdx.x]) * scale; }
+void launch_k(float *x, int n) { k<<<1, n>>>(x); }
+"""
+LIBRARY_DEVICE = """
+__device__ float scale = 3.0f;
+__device__ float twice(float x) { return 2.0f * x; }
+"""
+CXX_MAIN = """
+#include <cuda_runtime.h>
+void launch_k(float *x, int n);
+int main() {
+  float *x;
+  if (cudaMalloc(&x, 4 * sizeof(float)) != cudaSuccess) return 1;
+  launch_k(x, 4);
+  return cudaDeviceSynchronize() != cudaSuccess;
+}
+"""
+
+
+@pytest.mark.parametrize("how", ["add_mneme", "CXX=mneme-cxx"])
+def test_cmake_cuda_library_linked_into_a_cxx_program(how, tmp_path):
+    """A separable-compilation CUDA library whose kernel only host code of a
+    C++ program launches: CMake links such a program with the C++ compiler."""
+    source = tmp_path / "src"
+    source.mkdir()
+    for name, text in (("k.cu", LIBRARY_KERNEL), ("dev.cu", LIBRARY_DEVICE),
+                       ("main.cpp", CXX_MAIN)):
+        (source / name).write_text(text)
+    (source / "CMakeLists.txt").write_text(f"""
+cmake_minimum_required(VERSION 3.24)
+project(layout LANGUAGES CXX CUDA)
+find_package(CUDAToolkit REQUIRED)
+add_library(k STATIC k.cu dev.cu)
+set_target_properties(k PROPERTIES CUDA_SEPARABLE_COMPILATION ON CUDA_ARCHITECTURES 90)
+add_executable(app main.cpp)
+target_link_libraries(app PRIVATE k CUDA::cudart)
+{"find_package(mneme CONFIG REQUIRED)" if how == "add_mneme" else ""}
+{"add_mneme(app)" if how == "add_mneme" else ""}
+""")
+    build = tmp_path / "build"
+    settings = ([f"-Dmneme_DIR={run(['mneme', 'config', 'cmakedir']).stdout.strip()}"]
+                if how == "add_mneme" else
+                ["-DCMAKE_CXX_COMPILER=mneme-cxx", "-DCMAKE_CUDA_RESOLVE_DEVICE_SYMBOLS=OFF"])
+    run(["cmake", "-S", str(source), "-B", str(build), *settings,
+         f"-DCMAKE_CUDA_COMPILER={nvcc_wrapper(tmp_path)}"])
+    run(["cmake", "--build", str(build)])
+    app = build / "app"
+    check_device_link(app)
+    assert "libcudart.so" in run(["readelf", "-d", str(app)]).stdout
+    (linked,) = [m for m in inspect(app) if m.get("linked")]
+    assert {k["name"] for k in linked["kernels"]} == {"_Z1kPf"}
