@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from mneme_cc.build import rdc_compile, rdc_link, toolchain
 from mneme_cc.build.rdc_link import OFFLOAD_SECTION
-from mneme_cc.errors import MnemeError
+from mneme_cc.errors import MnemeError, UsageError
 
 # Options whose value is the next argument, so that value is not an input.
 _TAKES_VALUE = frozenset("""
@@ -257,43 +258,95 @@ def build_command(language: str, args: list[str]) -> Command:
 
 
 def clang_command(language: str, args: list[str]) -> list[str]:
-    """The full clang command line, for commands that need no scratch files.
+    """The full clang command line of a build that is one clang command.
 
     Raises:
         MnemeError: as build_command.
+        UsageError: the build is not one command: a link of relocatable
+            device code (its linked module lives in a scratch directory
+            only while the link runs) or a one-command build of it (a
+            compile per source, then that link); `build_command` and
+            `execute` run those.
     """
     command = build_command(language, args)
     if command.scratch is not None:
         shutil.rmtree(command.scratch, ignore_errors=True)
+        raise UsageError("clang_command: a build of relocatable device code is more than one "
+                         "clang command; run it with build_command and execute")
     return command.argv
 
 
-def _finish(code: int, *scratch: Path | None) -> None:
-    for directory in scratch:
-        if directory is not None:
-            shutil.rmtree(directory, ignore_errors=True)
+def _finish(code: int) -> None:
     sys.exit(code if code >= 0 else 128 - code)  # a signal: the shell's status
 
 
-def execute(command: Command, tool: str) -> None:
-    """Runs clang in this process, or, with scratch files or steps, as children."""
-    sys.stdout.flush()
-    if command.scratch is None:
-        os.execv(command.argv[0], command.argv)
+class _Children:
+    """Runs the driver's children one at a time.
+
+    A SIGINT, SIGTERM or SIGHUP sent to the driver (make stopped, a CI job
+    cancelled) is passed on to the child running then, and no further child
+    starts, so the driver lives on to remove its scratch directories.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.child: subprocess.Popen | None = None
+        self.stopped = 0
+
+    def install(self) -> None:
+        """Takes the signals over (before the driver makes scratch directories)."""
+        for signum in self.SIGNALS:
+            signal.signal(signum, self.handle)
+
+    def handle(self, signum: int, _frame: object) -> None:
+        self.stopped = signum
+        if self.child is not None and self.child.poll() is None:
+            self.child.send_signal(signum)
+
+    def call(self, argv: list[str]) -> int:
+        if self.stopped:
+            return -self.stopped
+        self.child = subprocess.Popen(argv)
+        try:
+            if self.stopped:  # the signal came as the child started
+                self.child.send_signal(self.stopped)
+            return self.child.wait()
+        finally:
+            self.child = None
+
+
+def _run_children(command: Command, tool: str, children: _Children) -> tuple[int, Path | None]:
+    """(the exit status, the link's scratch directory) of a command run as children."""
     for step in command.steps:
-        code = subprocess.call(step)
+        code = children.call(step)
         if code != 0:
-            _finish(code, command.scratch)
+            return code, None
     argv, link_scratch = command.argv, None
     if command.deferred_link is not None:
         try:
             link = build_command(command.language, command.deferred_link)
         except MnemeError as exc:
             print(f"{tool}: error: {exc}", file=sys.stderr)
-            _finish(1, command.scratch)
+            return 1, None
         argv, link_scratch = link.argv, link.scratch
+    return children.call(argv), link_scratch
+
+
+#: The drivers' children; `run` and mneme-nvcc install it first thing.
+CHILDREN = _Children()
+
+
+def execute(command: Command, tool: str) -> None:
+    """Runs clang in this process, or, with scratch files or steps, as children."""
+    sys.stdout.flush()
+    if command.scratch is None:
+        if CHILDREN.stopped:
+            _finish(-CHILDREN.stopped)
+        os.execv(command.argv[0], command.argv)
+    code, link_scratch = 1, None
     try:
-        code = subprocess.call(argv)
+        code, link_scratch = _run_children(command, tool, CHILDREN)
     finally:
         for directory in (command.scratch, link_scratch):
             if directory is not None:
@@ -302,6 +355,7 @@ def execute(command: Command, tool: str) -> None:
 
 
 def run(language: str, tool: str) -> None:
+    CHILDREN.install()
     try:
         command = build_command(language, sys.argv[1:])
     except MnemeError as exc:
