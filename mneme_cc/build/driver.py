@@ -206,7 +206,14 @@ def _device_ir_link(inv: Invocation, clang: str) -> tuple[list[str], list[str], 
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
-    return rdc_link.without_repeated_archives(inv.args), extra + ([str(obj)] if obj else []), scratch
+    return _once_each(inv), extra + ([str(obj)] if obj else []), scratch
+
+
+def _once_each(inv: Invocation) -> list[str]:
+    """The link's arguments with each static library named once, response
+    files read only when a library repeats (CMake writes link lines in them)."""
+    once = rdc_link.without_repeated_archives(inv.expanded_args)
+    return inv.args if once == inv.expanded_args else once
 
 
 def _target_flags(args: list[str]) -> list[str]:

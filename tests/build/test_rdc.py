@@ -242,6 +242,12 @@ def test_a_static_library_named_twice(tmp_path):
                   "-lphysics", "-lphysics", str(tmp_path / "libphysics.a"), "-o", str(app)])
     assert "warning" not in linked.stderr
     check_program(app, tmp_path)
+    # The same in a response file, as CMake writes long link lines.
+    response = tmp_path / "link.rsp"
+    response.write_text(f"{objects['main']} {objects['integrate']} -L{tmp_path} "
+                        "-lphysics -lphysics\n")
+    run(["mneme-cxx", f"@{response}", "-o", str(tmp_path / "rsp_app")])
+    check_device_link(tmp_path / "rsp_app")
     nvcc_app = tmp_path / "nvcc_app"
     run([str(nvcc_wrapper(tmp_path)), "-arch=sm_90", str(objects["main"]), str(objects["integrate"]),
          f"-L{tmp_path}", "-lphysics", "-lphysics", "-o", str(nvcc_app)], cwd=tmp_path)
