@@ -58,6 +58,15 @@ function(add_mneme target)
     # device-link step runs the toolkit's fatbinary with an option CUDA 13
     # no longer has.
     set_property(TARGET ${target} PROPERTY CUDA_RESOLVE_DEVICE_SYMBOLS OFF)
+    # A program of C++ sources is linked by the C++ compiler, which does no
+    # device link for the separable-compilation CUDA libraries it links;
+    # mneme's drivers do it, so they link the target (unless it says otherwise).
+    get_target_property(_type ${target} TYPE)
+    get_target_property(_linker_language ${target} LINKER_LANGUAGE)
+    if(_compiler_name MATCHES "^mneme-(cxx|nvcc)$" AND NOT _linker_language
+       AND _type MATCHES "^(EXECUTABLE|SHARED_LIBRARY|MODULE_LIBRARY)$")
+      set_property(TARGET ${target} PROPERTY LINKER_LANGUAGE CUDA)
+    endif()
   else()
     # CUDA sources compiled as C++ by mneme-cxx (CXX=mneme-cxx): the driver
     # adds the plugin; the shared runtime must still be linked.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from mneme_cc.build import rdc_compile, rdc_link, toolchain
 from mneme_cc.build.rdc_link import OFFLOAD_SECTION
-from mneme_cc.errors import MnemeError
+from mneme_cc.errors import MnemeError, UsageError
 
 # Options whose value is the next argument, so that value is not an input.
 _TAKES_VALUE = frozenset("""
@@ -182,27 +183,48 @@ class Command:
     language: str = "c++"
 
 
-def _device_ir_link(inv: Invocation, clang: str) -> tuple[list[str], Path | None]:
-    """What a link of relocatable device code needs: clang's device link
-    and, when the objects carry IR, the object holding the linked module."""
+def _device_ir_link(inv: Invocation, clang: str) -> tuple[list[str], list[str], Path | None]:
+    """What a link of relocatable device code needs: (its arguments, each
+    static library named once; clang's device link and, when the objects
+    carry IR, the object holding the linked module; a scratch directory)."""
     if {"--emit-static-lib", "-r", "--relocatable"} & set(inv.expanded_args):
-        return [], None  # an archive or a partial link: the program's link does it
+        return inv.args, [], None  # an archive or a partial link: the program's link does it
     paths = rdc_link.link_inputs(inv.expanded_args, inv.inputs)
     if not any(_has_offload_code(p) for p in paths):
-        return [], None
-    # clang's device link of such objects runs only under -fgpu-rdc (its
-    # --offload-link runs it with other options, under which nvlink refuses
-    # a kernel that one TU declares and another defines).
-    extra = [] if "-fgpu-rdc" in inv.expanded_args else ["-fgpu-rdc"]
+        return inv.args, [], None
+    # With objects alone on the command line clang 22 runs the plain linker
+    # even under -fgpu-rdc; only its offload driver runs the linker wrapper
+    # (nvlink, fatbinary, the registration code).
+    extra = [f for f in ("-fgpu-rdc", "--offload-new-driver") if f not in inv.expanded_args]
     if not inv.names_cuda_path:
         extra.append(f"--cuda-path={toolchain.require_cuda_toolkit()}")
+    extra += [f"-Wl,--should-extract={arch}" for arch in rdc_link.archived_kernel_archs(paths)]
     scratch = Path(tempfile.mkdtemp(prefix="mneme-link-"))
     try:
-        obj = rdc_link.linked_ir_object(paths, inv.output or "a.out", clang, scratch)
+        obj = rdc_link.linked_ir_object(paths, inv.output or "a.out", clang, scratch,
+                                        _target_flags(inv.expanded_args))
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
-    return extra + ([str(obj)] if obj else []), scratch
+    return _once_each(inv), extra + ([str(obj)] if obj else []), scratch
+
+
+def _once_each(inv: Invocation) -> list[str]:
+    """The link's arguments with each static library named once, response
+    files read only when a library repeats (CMake writes link lines in them)."""
+    once = rdc_link.without_repeated_archives(inv.expanded_args)
+    return inv.args if once == inv.expanded_args else once
+
+
+def _target_flags(args: list[str]) -> list[str]:
+    """The options of a link that choose the machine its objects are for."""
+    flags: list[str] = []
+    for arg, value in zip(args, [*args[1:], ""], strict=True):
+        if arg in ("-target", "--sysroot", "-isysroot"):
+            flags += [arg, value]
+        elif arg.startswith(("--target=", "--sysroot=", "-m")) and arg != "-mllvm":
+            flags.append(arg)
+    return flags
 
 
 def _has_offload_code(path: str) -> bool:
@@ -226,9 +248,9 @@ def build_command(language: str, args: list[str]) -> Command:
     inv = analyse(args)
     if not inv.inputs:  # --version, -print-*, -v alone: nothing to change
         return Command([clang, *mode, *args])
-    if rdc_compile.splittable(inv.args, inv.inputs, inv.cuda_inputs, inv.links):
+    if rdc_compile.splittable(inv.expanded_args, inv.inputs, inv.cuda_inputs, inv.links):
         scratch = Path(tempfile.mkdtemp(prefix="mneme-rdc-"))
-        compiles, link = rdc_compile.split(args, inv.inputs, _TAKES_VALUE, scratch)
+        compiles, link = rdc_compile.split(inv.expanded_args, inv.inputs, _TAKES_VALUE, scratch)
         try:
             steps = [build_command(language, c).argv for c in compiles]
         except BaseException:
@@ -238,48 +260,100 @@ def build_command(language: str, args: list[str]) -> Command:
     extra = _cuda_compile_flags(inv, clang) if inv.cuda_inputs else []
     if not (inv.links and _links_cuda_code(inv)):
         return Command([clang, *mode, *extra, *args])
-    link_extra, scratch = _device_ir_link(inv, clang)
+    args, link_extra, scratch = _device_ir_link(inv, clang)
     return Command([clang, *mode, *extra, *_with_shared_cudart(args), *link_extra], scratch)
 
 
 def clang_command(language: str, args: list[str]) -> list[str]:
-    """The full clang command line, for commands that need no scratch files.
+    """The full clang command line of a build that is one clang command.
 
     Raises:
         MnemeError: as build_command.
+        UsageError: the build is not one command: a link of relocatable
+            device code (its linked module lives in a scratch directory
+            only while the link runs) or a one-command build of it (a
+            compile per source, then that link); `build_command` and
+            `execute` run those.
     """
     command = build_command(language, args)
     if command.scratch is not None:
         shutil.rmtree(command.scratch, ignore_errors=True)
+        raise UsageError("clang_command: a build of relocatable device code is more than one "
+                         "clang command; run it with build_command and execute")
     return command.argv
 
 
-def _finish(code: int, *scratch: Path | None) -> None:
-    for directory in scratch:
-        if directory is not None:
-            shutil.rmtree(directory, ignore_errors=True)
+def _finish(code: int) -> None:
     sys.exit(code if code >= 0 else 128 - code)  # a signal: the shell's status
 
 
-def execute(command: Command, tool: str) -> None:
-    """Runs clang in this process, or, with scratch files or steps, as children."""
-    sys.stdout.flush()
-    if command.scratch is None:
-        os.execv(command.argv[0], command.argv)
+class _Children:
+    """Runs the driver's children one at a time.
+
+    A SIGINT, SIGTERM or SIGHUP sent to the driver (make stopped, a CI job
+    cancelled) is passed on to the child running then, and no further child
+    starts, so the driver lives on to remove its scratch directories.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.child: subprocess.Popen | None = None
+        self.stopped = 0
+
+    def install(self) -> None:
+        """Takes the signals over (before the driver makes scratch directories)."""
+        for signum in self.SIGNALS:
+            signal.signal(signum, self.handle)
+
+    def handle(self, signum: int, _frame: object) -> None:
+        self.stopped = signum
+        if self.child is not None and self.child.poll() is None:
+            self.child.send_signal(signum)
+
+    def call(self, argv: list[str]) -> int:
+        if self.stopped:
+            return -self.stopped
+        self.child = subprocess.Popen(argv)
+        try:
+            if self.stopped:  # the signal came as the child started
+                self.child.send_signal(self.stopped)
+            return self.child.wait()
+        finally:
+            self.child = None
+
+
+def _run_children(command: Command, tool: str, children: _Children) -> tuple[int, Path | None]:
+    """(the exit status, the link's scratch directory) of a command run as children."""
     for step in command.steps:
-        code = subprocess.call(step)
+        code = children.call(step)
         if code != 0:
-            _finish(code, command.scratch)
+            return code, None
     argv, link_scratch = command.argv, None
     if command.deferred_link is not None:
         try:
             link = build_command(command.language, command.deferred_link)
         except MnemeError as exc:
             print(f"{tool}: error: {exc}", file=sys.stderr)
-            _finish(1, command.scratch)
+            return 1, None
         argv, link_scratch = link.argv, link.scratch
+    return children.call(argv), link_scratch
+
+
+#: The drivers' children; `run` and mneme-nvcc install it first thing.
+CHILDREN = _Children()
+
+
+def execute(command: Command, tool: str) -> None:
+    """Runs clang in this process, or, with scratch files or steps, as children."""
+    sys.stdout.flush()
+    if command.scratch is None:
+        if CHILDREN.stopped:
+            _finish(-CHILDREN.stopped)
+        os.execv(command.argv[0], command.argv)
+    code, link_scratch = 1, None
     try:
-        code = subprocess.call(argv)
+        code, link_scratch = _run_children(command, tool, CHILDREN)
     finally:
         for directory in (command.scratch, link_scratch):
             if directory is not None:
@@ -288,6 +362,7 @@ def execute(command: Command, tool: str) -> None:
 
 
 def run(language: str, tool: str) -> None:
+    CHILDREN.install()
     try:
         command = build_command(language, sys.argv[1:])
     except MnemeError as exc:

@@ -2,7 +2,7 @@
 
 A build written for nvcc (`make NVCC=mneme-nvcc`, `CMAKE_CUDA_COMPILER=mneme-nvcc`)
 keeps its flags: each nvcc option is translated to clang's, and the result
-goes through mneme-cxx (`driver.clang_command("c++", ...)`), which adds the
+goes through mneme-cxx (`driver.build_command("c++", ...)`), which adds the
 toolkit, the pass plugin and the shared CUDA runtime.
 
 nvcc's semantics are kept where clang's defaults differ: `-O` sets the host
@@ -230,6 +230,7 @@ def nvcc_command(argv: list[str]) -> driver.Command | None:
 
 def main(argv: list[str] | None = None) -> None:
     """`mneme-nvcc`: drop-in nvcc that compiles with clang and the mneme plugin."""
+    driver.CHILDREN.install()
     try:
         command = nvcc_command(sys.argv[1:] if argv is None else argv)
     except NvccError as exc:

@@ -13,6 +13,7 @@ defines, so a kernel that calls into another TU replays.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -75,7 +76,12 @@ def _find_library(name: str, dirs: list[str], static: bool) -> str | None:
 
 
 def link_inputs(args: list[str], inputs: list[str]) -> list[str]:
-    """The objects and archives of a link, `-l` libraries resolved, in order."""
+    """The objects and archives of a link, `-l` libraries resolved, in order.
+
+    A file named twice (`-lphysics -lphysics`, as CMake and Makefiles write
+    link lines) is listed once: a second copy of its IR would define every
+    symbol twice.
+    """
     dirs = [a[2:] for a in args if a.startswith("-L") and len(a) > 2]
     dirs += [v for a, v in zip(args, args[1:], strict=False) if a == "-L"]
     static = "-static" in args
@@ -86,12 +92,83 @@ def link_inputs(args: list[str], inputs: list[str]) -> list[str]:
             found = _find_library(name, dirs, static)
             if found and found.endswith(".a"):
                 out.append(found)
+    unique: dict[str, str] = {}
+    for path in out:
+        unique.setdefault(os.path.realpath(path), path)
+    return list(unique.values())
+
+
+_GROUP_MARKS = frozenset(("-Wl,--start-group", "-Wl,-(", "-Wl,--end-group", "-Wl,-)"))
+
+
+def _archive_at(args: list[str], i: int, dirs: list[str], static: bool) -> str | None:
+    """The real path of the static library that args[i] names, if it names one."""
+    arg = args[i]
+    if arg.startswith("-l") and len(arg) > 2:
+        found = _find_library(arg[2:], dirs, static)
+    elif arg == "-l" and i + 1 < len(args):
+        found = _find_library(args[i + 1], dirs, static)
+    else:
+        found = arg if arg.endswith(".a") and not arg.startswith("-") else None
+    return os.path.realpath(found) if found and found.endswith(".a") else None
+
+
+def without_repeated_archives(args: list[str]) -> list[str]:
+    """A link's arguments with each static library named once.
+
+    clang 22's device link extracts an archive's device code at every
+    mention, so `-lphysics -lphysics` (which CMake and Makefiles write to
+    resolve the host's cycles) defines each device symbol twice.  A repeat
+    is dropped; without a group of the user's, the stretch from the first
+    mention to the last becomes one `--start-group`, which the host linker
+    searches as often as the repeats would have.
+    """
+    dirs = [a[2:] for a in args if a.startswith("-L") and len(a) > 2]
+    dirs += [v for a, v in zip(args, args[1:], strict=False) if a == "-L"]
+    static = "-static" in args
+    mentions: dict[str, list[int]] = {}
+    for i in range(len(args)):
+        archive = _archive_at(args, i, dirs, static)
+        if archive is not None and not (i > 0 and args[i - 1] == "-l" and args[i] != "-l"):
+            mentions.setdefault(archive, []).append(i)
+    repeats = {i for at in mentions.values() for i in at[1:]}
+    if not repeats:
+        return list(args)
+    grouped = any(a in _GROUP_MARKS for a in args)
+    start = min(at[0] for at in mentions.values() if len(at) > 1)
+    end = max(repeats)
+    out: list[str] = []
+    skip = False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if not grouped and i == start:
+            out.append("-Wl,--start-group")
+        if i in repeats:
+            skip = arg == "-l"
+        else:
+            out.append(arg)
+        if not grouped and i == end:
+            out.append("-Wl,--end-group")
     return out
 
 
 def rdc_units(paths: list[str]) -> list[Unit]:
     """Every relocatable-device-code object among the link's inputs."""
     return [unit for path in paths if Path(path).is_file() for unit in _units_in(path)]
+
+
+def archived_kernel_archs(paths: list[str]) -> list[str]:
+    """The GPU archs of the kernels that archive members define.
+
+    clang 22's device link takes an archive member only for a device symbol
+    that other device code leaves undefined, never for a kernel that only
+    host code launches (a CUDA library linked into a C++ program); the
+    driver has it take every member of these archs (`--should-extract`).
+    """
+    return sorted({m.arch for unit in rdc_units(paths) if unit.from_archive
+                   for m in unit.modules if m.kernels})
 
 
 def _parse(module: EmbeddedModule):
@@ -126,9 +203,10 @@ def _symbols(module) -> tuple[set[str], set[str]]:
 def select(units: list[Unit], arch: str) -> list[EmbeddedModule]:
     """The modules for `arch` that the device link takes, in link order.
 
-    Objects always; an archive member when it defines a kernel (the host
-    side may launch it) or a symbol the modules taken so far need, as a
-    linker pulls archive members.
+    Objects always; an archive member as a linker pulls one: when it
+    defines a kernel (the host side may launch it) or a symbol the modules
+    taken so far need, and never when everything it defines is defined
+    already (the same member in two archives).
     """
     candidates = []
     for unit in units:
@@ -136,16 +214,19 @@ def select(units: list[Unit], arch: str) -> list[EmbeddedModule]:
             if module.arch == arch:
                 defined, undefined = _symbols(_parse(module))
                 candidates.append((unit.from_archive, module, defined, undefined))
-    taken = [c for c in candidates if not c[0] or c[1].kernels]
-    rest = [c for c in candidates if c not in taken]
+    taken = [c for c in candidates if not c[0]]
+    rest = [c for c in candidates if c[0]]
+    have: set[str] = set().union(*(c[2] for c in taken))
+    need: set[str] = set().union(*(c[3] for c in taken)) - have
     while True:
-        have = set().union(*(c[2] for c in taken)) if taken else set()
-        need = set().union(*(c[3] for c in taken)) - have if taken else set()
-        pulled = [c for c in rest if c[2] & need]
-        if not pulled:
+        pulled = next((c for c in rest if not c[2] <= have and (c[1].kernels or c[2] & need)),
+                      None)
+        if pulled is None:
             return [c[1] for c in taken]
-        taken += pulled
-        rest = [c for c in rest if c not in pulled]
+        taken.append(pulled)
+        rest.remove(pulled)
+        have |= pulled[2]
+        need = (need | pulled[3]) - have
 
 
 def _union(modules: list[EmbeddedModule], key: str) -> list[dict]:
@@ -217,8 +298,9 @@ __attribute__((constructor(101))) static void __mneme_register_linked_ir(void) {
 """
 
 
-def embed_object(records: bytes, clang: str, scratch: Path) -> Path:
-    """An object that carries `records` in `.mneme_ir` and registers them.
+def embed_object(records: bytes, clang: str, scratch: Path, target_flags: list[str]) -> Path:
+    """An object that carries `records` in `.mneme_ir` and registers them,
+    compiled for the link's target (`target_flags`: its --target, -m, --sysroot).
 
     Raises:
         MnemeError: clang cannot compile it.
@@ -231,7 +313,7 @@ def embed_object(records: bytes, clang: str, scratch: Path) -> Path:
     source.write_text(_EMBED_SOURCE.format(section=_native.EMBEDDED_IR_SECTION,
                                            blob=blob, hook=_native.EMBEDDED_IR_HOOK))
     obj = scratch / "linked_ir.o"
-    command = [clang, "-c", "-x", "c", "-O1", "-fPIC", str(source), "-o", str(obj)]
+    command = [clang, *target_flags, "-c", "-x", "c", "-O1", "-fPIC", str(source), "-o", str(obj)]
     proc = subprocess.run(command, capture_output=True, text=True)
     if proc.returncode != 0:
         detail = (proc.stderr.strip().splitlines() or ["no output"])[0]
@@ -239,11 +321,16 @@ def embed_object(records: bytes, clang: str, scratch: Path) -> Path:
     return obj
 
 
-def linked_ir_object(paths: list[str], output: str, clang: str, scratch: Path) -> Path | None:
+def linked_ir_object(paths: list[str], output: str, clang: str, scratch: Path,
+                     target_flags: list[str] | None = None) -> Path | None:
     """The object to add to a link of relocatable device code, or None.
 
+    When LLVM cannot link the modules (a symbol defined twice that the
+    device link tolerates), the link goes on without a linked module, with
+    a one-line warning: the program builds as it would with clang.
+
     Raises:
-        MnemeError: the device IR cannot be linked or embedded.
+        MnemeError: a module cannot be read, or the linked IR cannot be embedded.
     """
     units = rdc_units(paths)
     if not units:
@@ -252,5 +339,11 @@ def linked_ir_object(paths: list[str], output: str, clang: str, scratch: Path) -
     chosen = [modules for modules in (select(units, arch) for arch in archs) if modules]
     if not chosen:
         return None
-    records = b"".join(link_arch(modules, output) for modules in chosen)
-    return embed_object(records, clang, scratch)
+    try:
+        records = b"".join(link_arch(modules, output) for modules in chosen)
+    except MnemeError as exc:
+        print(f"mneme: warning: {exc}; {Path(output).name} gets no linked device module, "
+              f"so a kernel that calls into another file replays with its own kernel only",
+              file=sys.stderr)
+        return None
+    return embed_object(records, clang, scratch, target_flags or [])

@@ -106,25 +106,28 @@ def _describe_codegen(codegen) -> str:
 
 def _render(file: Path, modules) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
+    # Every name here comes from the binary (paths, C++ names with brackets),
+    # so none is read as Rich markup.
     console = Console()
-    console.print(f"[bold]{file}[/]: {len(modules)} embedded device module(s)")
+    console.print(f"[bold]{escape(str(file))}[/]: {len(modules)} embedded device module(s)")
     for module in modules:
-        console.print(f"\n[bold cyan]{module.source}[/] for [bold]{module.arch}[/] "
-                      f"({module.ir_bytes} bytes of IR) in {module.origin}")
+        console.print(f"\n[bold cyan]{escape(module.source)}[/] for [bold]{escape(module.arch)}[/] "
+                      f"({module.ir_bytes} bytes of IR) in {escape(module.origin)}")
         if module.linked:
             sources = ", ".join(module.metadata.get("linked_sources", []))
-            console.print(f"linked device module of {sources}", highlight=False)
+            console.print(f"linked device module of {escape(sources)}", highlight=False)
         console.print(f"codegen: {_describe_codegen(_codegen(module))}", highlight=False)
         kernels = Table("kernel", "demangled", box=None, pad_edge=False)
         for k in module.kernels:
-            kernels.add_row(k.name, k.demangled)
+            kernels.add_row(escape(k.name), escape(k.demangled))
         console.print(kernels if module.kernels else "  no kernels")
         if module.globals:
             table = Table("device global", "size", "space", box=None, pad_edge=False)
             for g in module.globals:
-                table.add_row(g.demangled, str(g.size), g.space)
+                table.add_row(escape(g.demangled), str(g.size), escape(g.space))
             console.print(table)
 
 

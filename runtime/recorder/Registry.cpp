@@ -46,14 +46,43 @@ std::string_view arrayUnder(std::string_view Json, std::string_view Key) {
   return {};
 }
 
-std::string stringField(std::string_view Json, std::string_view Key) {
-  std::string Needle = "\"" + std::string(Key) + "\":\"";
-  size_t Start = Json.find(Needle);
-  if (Start == std::string_view::npos)
-    return {};
-  Start += Needle.size();
-  size_t End = Json.find('"', Start);
-  return std::string(Json.substr(Start, End - Start));
+// The value of a member of the top-level object, as text (a string's
+// without its quotes: these fields hold no escapes), or empty.  Only the
+// top level counts, so a key or value nested deeper or inside a string
+// (a kernel's name, a source path) is never taken for the field.
+std::string_view topLevelField(std::string_view Json, std::string_view Key) {
+  constexpr std::string_view Space = " \t\r\n";
+  int Depth = 0;
+  for (size_t I = 0; I < Json.size(); ++I) {
+    char C = Json[I];
+    if (C == '{' || C == '[') {
+      ++Depth;
+    } else if (C == '}' || C == ']') {
+      --Depth;
+    } else if (C == '"') {
+      size_t End = I + 1;
+      while (End < Json.size() && Json[End] != '"')
+        End += Json[End] == '\\' ? 2 : 1;
+      if (End >= Json.size())
+        return {};
+      std::string_view Text = Json.substr(I + 1, End - I - 1);
+      I = End;
+      size_t Colon = Json.find_first_not_of(Space, End + 1);
+      if (Depth != 1 || Colon == std::string_view::npos || Json[Colon] != ':' || Text != Key)
+        continue;  // a value, or a key of another member
+      size_t Value = Json.find_first_not_of(Space, Colon + 1);
+      if (Value == std::string_view::npos)
+        return {};
+      if (Json[Value] == '"') {
+        size_t Close = Json.find('"', Value + 1);
+        return Close == std::string_view::npos ? std::string_view{}
+                                               : Json.substr(Value + 1, Close - Value - 1);
+      }
+      size_t Stop = Json.find_first_of(",}] \t\r\n", Value);
+      return Json.substr(Value, Stop == std::string_view::npos ? Stop : Stop - Value);
+    }
+  }
+  return {};
 }
 
 } // namespace
@@ -102,8 +131,8 @@ void Registry::addIR(const void *Data, uint64_t Size) {
   std::lock_guard<std::mutex> G(Lock);
   for (const auto &R : Records) {
     IRModule M{std::string(R.Metadata), std::string(R.Bitcode), ""};
-    M.Arch = stringField(M.Metadata, "arch");
-    M.Linked = M.Metadata.find("\"linked\":true") != std::string::npos;
+    M.Arch = std::string(topLevelField(M.Metadata, "arch"));
+    M.Linked = topLevelField(M.Metadata, "linked") == "true";
     IR.push_back(std::move(M));
   }
 }

@@ -45,8 +45,22 @@ def linked_definitions(binary: Path, tmp_path: Path) -> tuple[dict, set[str]]:
     return meta, defined
 
 
+def check_device_link(binary: Path) -> None:
+    """The link ran the device link: a fatbinary, and the calls that register it.
+
+    Without them the program cannot launch a kernel, which a CPU test sees
+    only here.
+    """
+    assert ".nv_fatbin" in run(["readelf", "-S", "-W", str(binary)]).stdout
+    imports = run(["nm", "-D", "-u", str(binary)]).stdout
+    assert {"__cudaRegisterFatBinary", "__cudaRegisterFunction", "__cudaRegisterVar"} <= \
+        {line.split()[-1].split("@")[0] for line in imports.splitlines()}
+
+
 def check_program(binary: Path, tmp_path: Path) -> None:
-    """Every kernel is listed, and the linked module defines the other TUs' symbols."""
+    """The device link ran, every kernel is listed, and the linked module
+    defines the other TUs' symbols."""
+    check_device_link(binary)
     modules = inspect(binary)
     assert {k["name"] for m in modules for k in m["kernels"]} == KERNELS
     (linked,) = [m for m in modules if m.get("linked")]
@@ -76,7 +90,9 @@ def test_makefile_written_for_nvcc(opt, tmp_path):
 def test_the_sample_is_valid_nvcc_input(tmp_path):
     out = tmp_path / "build"
     run(["make", "-j2", "NVCC=nvcc", f"BUILD={out}"], cwd=SAMPLE)
-    assert (out / "rdc_sample").is_file()
+    # nvcc's program carries its fatbinary as mneme's builds do (it links the
+    # static runtime, so registration is no import there).
+    assert ".nv_fatbin" in run(["readelf", "-S", "-W", str(out / "rdc_sample")]).stdout
 
 
 def compile_rdc(tmp_path: Path, *extra: str) -> dict[str, Path]:
@@ -142,10 +158,32 @@ def test_a_one_command_build_splits_into_compiles_and_a_link(tmp_path):
                          "-c", "a.cu", "-o", obj]]
     assert link == ["-fgpu-rdc", "-O2", "-I", "inc", obj, "-o", "app", "b.o", "-lm",
                     "-Qunused-arguments"]
-    for other in (["-O2", "a.cu", "-o", "app"], ["-fgpu-rdc", "-c", "a.cu"],
-                  ["-fgpu-rdc", "-x", "cuda", "a.cu", "-o", "app"]):
+    for other in (["-O2", "a.cu", "-o", "app"], ["-fgpu-rdc", "-c", "a.cu"]):
         inv = driver.analyse(other)
         assert not rdc_compile.splittable(inv.args, inv.inputs, inv.cuda_inputs, inv.links)
+    # -x goes to the compiles of the sources it applies to, never to the link.
+    args = ["-fgpu-rdc", "-x", "cuda", "a.cpp", "-xnone", "b.o", "-o", "app"]
+    inv = driver.analyse(args)
+    assert rdc_compile.splittable(inv.args, inv.inputs, inv.cuda_inputs, inv.links)
+    compiles, link = rdc_compile.split(args, inv.inputs, driver._TAKES_VALUE, tmp_path)
+    obj = str(tmp_path / "0-a.o")
+    assert compiles == [["-fgpu-rdc", "-Qunused-arguments", "-c", "-x", "cuda", "a.cpp", "-o", obj]]
+    assert link == ["-fgpu-rdc", obj, "b.o", "-o", "app", "-Qunused-arguments"]
+
+
+def test_one_command_with_a_response_file_and_x_cuda(tmp_path):
+    sources = []
+    for name in ("main", "integrate", "physics"):
+        sources.append(tmp_path / f"{name}.cpp")
+        shutil.copy(SAMPLE / f"{name}.cu", sources[-1])
+    response = tmp_path / "args.rsp"
+    response.write_text(f"-fgpu-rdc -O2 -I{SAMPLE} -x cuda {' '.join(map(str, sources))}\n")
+    app = tmp_path / "app"
+    run(["mneme-cxx", f"@{response}", "-o", str(app)], env=tool_env(TMPDIR=str(tmp_path)))
+    check_device_link(app)
+    (linked,) = [m for m in inspect(app) if m.get("linked")]
+    assert {k["name"] for k in linked["kernels"]} == KERNELS
+    assert not list(tmp_path.glob("mneme-rdc-*")) and not list(tmp_path.glob("mneme-link-*"))
 
 
 def test_a_shared_library_of_rdc_objects_carries_its_linked_module(tmp_path):
@@ -156,6 +194,7 @@ def test_a_shared_library_of_rdc_objects_carries_its_linked_module(tmp_path):
     (linked,) = [m for m in inspect(lib) if m.get("linked")]
     assert {k["name"] for k in linked["kernels"]} == {"_Z9integratePfS_if"}
     assert "libcudart.so" in run(["readelf", "-d", str(lib)]).stdout
+    check_device_link(lib)
 
 
 def test_cmake_separable_compilation(tmp_path):
@@ -192,3 +231,126 @@ def test_damaged_ir_in_an_rdc_object_is_a_one_line_error(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("mneme-cxx: error: ")
     assert "Traceback" not in proc.stderr
+
+
+def test_a_static_library_named_twice(tmp_path):
+    """`-lphysics -lphysics`, as link lines resolving host cycles have it."""
+    objects = compile_rdc(tmp_path)
+    run(["ar", "rcs", str(tmp_path / "libphysics.a"), str(objects["physics"])])
+    app = tmp_path / "app"
+    linked = run(["mneme-cxx", str(objects["main"]), str(objects["integrate"]), f"-L{tmp_path}",
+                  "-lphysics", "-lphysics", str(tmp_path / "libphysics.a"), "-o", str(app)])
+    assert "warning" not in linked.stderr
+    check_program(app, tmp_path)
+    # The same in a response file, as CMake writes long link lines.
+    response = tmp_path / "link.rsp"
+    response.write_text(f"{objects['main']} {objects['integrate']} -L{tmp_path} "
+                        "-lphysics -lphysics\n")
+    run(["mneme-cxx", f"@{response}", "-o", str(tmp_path / "rsp_app")])
+    check_device_link(tmp_path / "rsp_app")
+    nvcc_app = tmp_path / "nvcc_app"
+    run([str(nvcc_wrapper(tmp_path)), "-arch=sm_90", str(objects["main"]), str(objects["integrate"]),
+         f"-L{tmp_path}", "-lphysics", "-lphysics", "-o", str(nvcc_app)], cwd=tmp_path)
+    (tmp_path / "nvcc").mkdir()
+    check_program(nvcc_app, tmp_path / "nvcc")
+
+
+def test_repeated_archives_become_one_group(tmp_path):
+    from mneme_cc.build.rdc_link import without_repeated_archives
+
+    (tmp_path / "libx.a").write_bytes(b"!<arch>\n")
+    lib = str(tmp_path / "libx.a")
+    args = ["a.o", "-L", str(tmp_path), "-lx", "b.o", "-l", "x", lib, "-lm", "-o", "app"]
+    assert without_repeated_archives(args) == \
+        ["a.o", "-L", str(tmp_path), "-Wl,--start-group", "-lx", "b.o", "-Wl,--end-group",
+         "-lm", "-o", "app"]
+    grouped = ["-Wl,--start-group", "a.o", f"-L{tmp_path}", "-lx", "-lx", "-Wl,--end-group"]
+    assert without_repeated_archives(grouped) == grouped[:4] + grouped[5:]
+
+
+def test_a_member_in_two_archives_is_linked_once(tmp_path):
+    """The IR link pulls it once, as a linker would; the device link itself
+    refuses the program (nvlink: multiple definition), with nvcc as well."""
+    from mneme_cc.build import rdc_link
+
+    objects = compile_rdc(tmp_path)
+    for lib in ("libphysics.a", "libphysics2.a"):
+        run(["ar", "rcs", str(tmp_path / lib), str(objects["physics"])])
+    paths = [str(objects["main"]), str(objects["integrate"]), str(tmp_path / "libphysics.a"),
+             str(tmp_path / "libphysics2.a")]
+    modules = rdc_link.select(rdc_link.rdc_units(paths), "sm_90")
+    assert [Path(m.source).name for m in modules] == ["main.cu", "integrate.cu", "physics.cu"]
+    assert "libphysics.a(" in modules[-1].origin
+
+
+def test_an_ir_link_that_fails_leaves_the_program_without_a_linked_module(tmp_path, capfd):
+    from mneme_cc.build import rdc_link, toolchain
+
+    objects = []
+    for name, scale in (("a", "0.5f"), ("b", "0.25f")):
+        source = tmp_path / f"{name}.cu"
+        source.write_text(f"__device__ float drag(float v) {{ return v * {scale}; }}\n"
+                          f"__global__ void k_{name}(float *x) {{ x[0] = drag(x[0]); }}\n")
+        objects.append(str(tmp_path / f"{name}.o"))
+        run(["mneme-cxx", "-fgpu-rdc", "-c", str(source), "-o", objects[-1]])
+    capfd.readouterr()
+    assert rdc_link.linked_ir_object(objects, "app", toolchain.select_clang(), tmp_path) is None
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("mneme: warning: linking the device IR of ")
+    assert "app gets no linked device module" in err
+
+
+LIBRARY_KERNEL = """
+extern __device__ float scale;
+__device__ float twice(float x);
+__global__ void k(float *x) { x[threadIdx.x] = twice(x[threadIdx.x]) * scale; }
+void launch_k(float *x, int n) { k<<<1, n>>>(x); }
+"""
+LIBRARY_DEVICE = """
+__device__ float scale = 3.0f;
+__device__ float twice(float x) { return 2.0f * x; }
+"""
+CXX_MAIN = """
+#include <cuda_runtime.h>
+void launch_k(float *x, int n);
+int main() {
+  float *x;
+  if (cudaMalloc(&x, 4 * sizeof(float)) != cudaSuccess) return 1;
+  launch_k(x, 4);
+  return cudaDeviceSynchronize() != cudaSuccess;
+}
+"""
+
+
+@pytest.mark.parametrize("how", ["add_mneme", "CXX=mneme-cxx"])
+def test_cmake_cuda_library_linked_into_a_cxx_program(how, tmp_path):
+    """A separable-compilation CUDA library whose kernel only host code of a
+    C++ program launches: CMake links such a program with the C++ compiler."""
+    source = tmp_path / "src"
+    source.mkdir()
+    for name, text in (("k.cu", LIBRARY_KERNEL), ("dev.cu", LIBRARY_DEVICE),
+                       ("main.cpp", CXX_MAIN)):
+        (source / name).write_text(text)
+    (source / "CMakeLists.txt").write_text(f"""
+cmake_minimum_required(VERSION 3.24)
+project(layout LANGUAGES CXX CUDA)
+find_package(CUDAToolkit REQUIRED)
+add_library(k STATIC k.cu dev.cu)
+set_target_properties(k PROPERTIES CUDA_SEPARABLE_COMPILATION ON CUDA_ARCHITECTURES 90)
+add_executable(app main.cpp)
+target_link_libraries(app PRIVATE k CUDA::cudart)
+{"find_package(mneme CONFIG REQUIRED)" if how == "add_mneme" else ""}
+{"add_mneme(app)" if how == "add_mneme" else ""}
+""")
+    build = tmp_path / "build"
+    settings = ([f"-Dmneme_DIR={run(['mneme', 'config', 'cmakedir']).stdout.strip()}"]
+                if how == "add_mneme" else
+                ["-DCMAKE_CXX_COMPILER=mneme-cxx", "-DCMAKE_CUDA_RESOLVE_DEVICE_SYMBOLS=OFF"])
+    run(["cmake", "-S", str(source), "-B", str(build), *settings,
+         f"-DCMAKE_CUDA_COMPILER={nvcc_wrapper(tmp_path)}"])
+    run(["cmake", "--build", str(build)])
+    app = build / "app"
+    check_device_link(app)
+    assert "libcudart.so" in run(["readelf", "-d", str(app)]).stdout
+    (linked,) = [m for m in inspect(app) if m.get("linked")]
+    assert {k["name"] for k in linked["kernels"]} == {"_Z1kPf"}

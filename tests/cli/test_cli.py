@@ -30,6 +30,18 @@ def test_inspect_lists_kernels_on_a_terminal(variant_object):
     assert "sm_90" in result.output
 
 
+def test_inspect_prints_names_from_the_binary_as_they_are(tmp_path):
+    """A source path with brackets is text, not Rich markup."""
+    source = tmp_path / "[bold]k[red].cu"
+    source.write_text("template <int N> __global__ void k(int *x) { x[0] = N; }\n"
+                      "template __global__ void k<3>(int *);\n")
+    obj = tmp_path / "k.o"
+    run(["mneme-cxx", "-c", str(source), "-o", str(obj)])
+    result = runner.invoke(app, ["inspect", str(obj)])
+    assert result.exit_code == 0, result.output
+    assert "[bold]k[red].cu" in result.output
+
+
 def test_inspect_extract_writes_bitcode_and_metadata(variant_object, tmp_path):
     result = runner.invoke(app, ["inspect", str(variant_object), "--extract", str(tmp_path / "x"),
                                  "--json"])

@@ -16,3 +16,9 @@ __global__ void integrate(float *position, float *velocity, int n, float dt) {
   position[i] = x;
   velocity[i] = v;
 }
+
+// The launch stays in the kernel's own file: clang 22's device link refuses
+// a kernel that another file launches (docs/from-nvcc.md).
+void launch_integrate(float *position, float *velocity, int n, float dt, int blocks, int threads) {
+  integrate<<<blocks, threads>>>(position, velocity, n, dt);
+}

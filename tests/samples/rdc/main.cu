@@ -1,6 +1,6 @@
-// Separable compilation sample: main.cu launches integrate.cu's kernel,
-// which calls into libphysics.a, and reads the library's bounce counter.  Every value is exact in float, so every
-// compiler prints the same numbers.
+// Separable compilation sample: main.cu runs integrate.cu's kernel, which
+// calls into libphysics.a, and reads the library's bounce counter.  Every
+// value is exact in float, so every compiler prints the same numbers.
 #include "particles.cuh"
 
 #include <cstdio>
@@ -31,7 +31,7 @@ int main() {
   CHECK(cudaMalloc(&velocity, n * sizeof(float)));
   init<<<blocks, threads>>>(position, velocity, n);
   for (int s = 0; s < steps; ++s)
-    integrate<<<blocks, threads>>>(position, velocity, n, 0.25f);
+    launch_integrate(position, velocity, n, 0.25f, blocks, threads);
   CHECK(cudaDeviceSynchronize());
   std::vector<float> x(n), v(n);
   int bounces = 0;

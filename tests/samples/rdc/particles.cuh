@@ -6,5 +6,6 @@ extern __device__ float g_gravity;      // defined in physics.cu
 __device__ float drag(float velocity);  // defined in physics.cu
 extern __device__ int g_bounces;         // counted by the kernels
 
-// Defined in integrate.cu, launched from main.cu.
-__global__ void integrate(float *position, float *velocity, int n, float dt);
+// Defined in integrate.cu: launches its kernel, integrate().
+void launch_integrate(float *position, float *velocity, int n, float dt, int blocks,
+                      int threads);
