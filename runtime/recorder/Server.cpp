@@ -262,9 +262,8 @@ const Server::Loaded *Server::load(Context &C, const ServeEntry &E, void **Modul
   if (!L.Function)
     return nullptr;
   if (SharedMem > L.MaxSharedMem) {
-    // Dynamic shared memory must be allowed whenever it exceeds what is
-    // left of 48 KiB beside the kernel's static shared memory, as the
-    // application does for its own kernel; allowing it always is harmless.
+    // Allowed whenever asked for: the default is 48 KiB less the kernel's
+    // static shared memory, and allowing more than needed is harmless.
     CUresult Result = driver().FuncSetAttribute(
         L.Function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(SharedMem));
     if (Result != CUDA_SUCCESS) {
