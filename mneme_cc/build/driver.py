@@ -198,10 +198,11 @@ def _device_ir_link(inv: Invocation, clang: str) -> tuple[list[str], list[str], 
     extra = [f for f in ("-fgpu-rdc", "--offload-new-driver") if f not in inv.expanded_args]
     if not inv.names_cuda_path:
         extra.append(f"--cuda-path={toolchain.require_cuda_toolkit()}")
-    extra += [f"-Wl,--should-extract={arch}" for arch in rdc_link.archived_kernel_archs(paths)]
+    units = rdc_link.rdc_units(paths)  # each input read once for both uses
+    extra += [f"-Wl,--should-extract={arch}" for arch in rdc_link.archived_kernel_archs(units)]
     scratch = Path(tempfile.mkdtemp(prefix="mneme-link-"))
     try:
-        obj = rdc_link.linked_ir_object(paths, inv.output or "a.out", clang, scratch,
+        obj = rdc_link.linked_ir_object(units, inv.output or "a.out", clang, scratch,
                                         _target_flags(inv.expanded_args))
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)

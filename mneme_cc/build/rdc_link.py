@@ -75,6 +75,13 @@ def _find_library(name: str, dirs: list[str], static: bool) -> str | None:
     return None
 
 
+def _library_search(args: list[str]) -> tuple[list[str], bool]:
+    """(the -L directories, whether -static) of a link's arguments."""
+    dirs = [a[2:] for a in args if a.startswith("-L") and len(a) > 2]
+    dirs += [v for a, v in zip(args, args[1:], strict=False) if a == "-L"]
+    return dirs, "-static" in args
+
+
 def link_inputs(args: list[str], inputs: list[str]) -> list[str]:
     """The objects and archives of a link, `-l` libraries resolved, in order.
 
@@ -82,16 +89,10 @@ def link_inputs(args: list[str], inputs: list[str]) -> list[str]:
     link lines) is listed once: a second copy of its IR would define every
     symbol twice.
     """
-    dirs = [a[2:] for a in args if a.startswith("-L") and len(a) > 2]
-    dirs += [v for a, v in zip(args, args[1:], strict=False) if a == "-L"]
-    static = "-static" in args
+    dirs, static = _library_search(args)
     out = [p for p in inputs if not p.startswith("-")]
-    for arg, value in zip(args, [*args[1:], ""], strict=True):
-        name = arg[2:] if arg.startswith("-l") and len(arg) > 2 else (value if arg == "-l" else None)
-        if name:
-            found = _find_library(name, dirs, static)
-            if found and found.endswith(".a"):
-                out.append(found)
+    out += [found for i, arg in enumerate(args)
+            if arg.startswith("-l") and (found := _archive_at(args, i, dirs, static))]
     unique: dict[str, str] = {}
     for path in out:
         unique.setdefault(os.path.realpath(path), path)
@@ -123,9 +124,7 @@ def without_repeated_archives(args: list[str]) -> list[str]:
     mention to the last becomes one `--start-group`, which the host linker
     searches as often as the repeats would have.
     """
-    dirs = [a[2:] for a in args if a.startswith("-L") and len(a) > 2]
-    dirs += [v for a, v in zip(args, args[1:], strict=False) if a == "-L"]
-    static = "-static" in args
+    dirs, static = _library_search(args)
     mentions: dict[str, list[int]] = {}
     for i in range(len(args)):
         archive = _archive_at(args, i, dirs, static)
@@ -159,7 +158,7 @@ def rdc_units(paths: list[str]) -> list[Unit]:
     return [unit for path in paths if Path(path).is_file() for unit in _units_in(path)]
 
 
-def archived_kernel_archs(paths: list[str]) -> list[str]:
+def archived_kernel_archs(units: list[Unit]) -> list[str]:
     """The GPU archs of the kernels that archive members define.
 
     clang 22's device link takes an archive member only for a device symbol
@@ -167,7 +166,7 @@ def archived_kernel_archs(paths: list[str]) -> list[str]:
     host code launches (a CUDA library linked into a C++ program); the
     driver has it take every member of these archs (`--should-extract`).
     """
-    return sorted({m.arch for unit in rdc_units(paths) if unit.from_archive
+    return sorted({m.arch for unit in units if unit.from_archive
                    for m in unit.modules if m.kernels})
 
 
@@ -321,9 +320,10 @@ def embed_object(records: bytes, clang: str, scratch: Path, target_flags: list[s
     return obj
 
 
-def linked_ir_object(paths: list[str], output: str, clang: str, scratch: Path,
+def linked_ir_object(units: list[Unit], output: str, clang: str, scratch: Path,
                      target_flags: list[str] | None = None) -> Path | None:
-    """The object to add to a link of relocatable device code, or None.
+    """The object to add to a link of relocatable device code (the link's
+    `rdc_units`), or None.
 
     When LLVM cannot link the modules (a symbol defined twice that the
     device link tolerates), the link goes on without a linked module, with
@@ -332,7 +332,6 @@ def linked_ir_object(paths: list[str], output: str, clang: str, scratch: Path,
     Raises:
         MnemeError: a module cannot be read, or the linked IR cannot be embedded.
     """
-    units = rdc_units(paths)
     if not units:
         return None
     archs = sorted({m.arch for unit in units for m in unit.modules})

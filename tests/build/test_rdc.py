@@ -294,7 +294,8 @@ def test_an_ir_link_that_fails_leaves_the_program_without_a_linked_module(tmp_pa
         objects.append(str(tmp_path / f"{name}.o"))
         run(["mneme-cxx", "-fgpu-rdc", "-c", str(source), "-o", objects[-1]])
     capfd.readouterr()
-    assert rdc_link.linked_ir_object(objects, "app", toolchain.select_clang(), tmp_path) is None
+    units = rdc_link.rdc_units(objects)
+    assert rdc_link.linked_ir_object(units, "app", toolchain.select_clang(), tmp_path) is None
     err = capfd.readouterr().err
     assert err.count("\n") == 1 and err.startswith("mneme: warning: linking the device IR of ")
     assert "app gets no linked device module" in err
