@@ -44,14 +44,20 @@ class Cubin:
     log: str
 
 
-def ptxas_options(config: ReplayConfig, arch: str) -> list[str]:
-    if config.keep_debug_info:  # ptxas debugs only what it does not optimise
-        options = [f"-arch={arch}", "-Xptxas=-O0", "-lineinfo", "-verbose"]
-    else:
-        options = [f"-arch={arch}", f"-Xptxas=-O{config.ptxas_opt_level}", "-verbose"]
+def ptxas_flags(config: ReplayConfig) -> list[str]:
+    """The ptxas options a config asks for, as ptxas spells them."""
+    # ptxas debugs only what it does not optimise.
+    flags = ["-O0", "-lineinfo"] if config.keep_debug_info else [f"-O{config.ptxas_opt_level}"]
     if config.max_registers is not None:
-        options.append(f"-maxrregcount={config.max_registers}")
-    return options
+        flags.append(f"-maxrregcount={config.max_registers}")
+    return flags
+
+
+def ptxas_options(config: ReplayConfig, arch: str) -> list[str]:
+    """nvJitLink's options: the level goes to ptxas through -Xptxas; -lineinfo
+    and -maxrregcount are nvJitLink's own."""
+    return [f"-arch={arch}", *(f"-Xptxas={f}" if f.startswith("-O") else f
+                               for f in ptxas_flags(config)), "-verbose"]
 
 
 def parse_resources(log: str, kernel: str) -> Resources:
@@ -123,13 +129,7 @@ def _die_with_parent() -> None:
 def _assemble(ptx: str, kernel: str, config: ReplayConfig, arch: str, ptxas: Path) -> Cubin:
     """ptxas itself, with the options nvJitLink would have passed it; through
     pipes, so a killed compile leaves no files behind."""
-    options = [f"-arch={arch}", "-v"]
-    if config.keep_debug_info:
-        options += ["-O0", "-lineinfo"]
-    else:
-        options.append(f"-O{config.ptxas_opt_level}")
-    if config.max_registers is not None:
-        options.append(f"-maxrregcount={config.max_registers}")
+    options = [f"-arch={arch}", "-v", *ptxas_flags(config)]
     start = time.perf_counter()
     try:
         run = subprocess.run([str(ptxas), *options, "/dev/stdin", "-o", "/dev/stdout"],

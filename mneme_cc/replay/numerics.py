@@ -239,7 +239,7 @@ def changes(config, codegen: Codegen) -> list[tuple[str, str]]:
         out.append(("codegen_level", f"code generation at -O{config.codegen_opt_level} fuses "
                                      f"multiply-adds differently from the recorded "
                                      f"-O{codegen.level}"))
-    ptxas = 0 if config.keep_debug_info else config.ptxas_opt_level  # cubin.ptxas_options
+    ptxas = 0 if config.keep_debug_info else config.ptxas_opt_level  # cubin.ptxas_flags
     if ptxas != codegen.ptxas_level and not config.pin_contraction:
         out.append(("ptxas", f"ptxas -O{ptxas} instead of the recorded "
                              f"-O{codegen.ptxas_level} may contract differently the mul/add "
