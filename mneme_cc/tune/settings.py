@@ -45,15 +45,22 @@ WARMUP, LONG_KERNEL_WARMUP, LONG_KERNEL_MS = 3, 1, 0.25
 def timed_launches(settings: TuneSettings, kernel_ms: float | None) -> tuple[int, int]:
     """(iterations, warmup) for the study's trials, given the application's
     kernel time (None before it is known); what the user set wins."""
-    known = kernel_ms is not None and kernel_ms > 0
-    iterations = settings.iterations if settings.iterations is not None else (
-        max(FEWEST_ITERATIONS, min(MOST_ITERATIONS, math.ceil(TIMED_WINDOW_MS / kernel_ms)))
-        if known else MOST_ITERATIONS)
-    if settings.warmup is not None:
-        warmup = settings.warmup
-    else:
-        warmup = LONG_KERNEL_WARMUP if known and kernel_ms >= LONG_KERNEL_MS else WARMUP
-    return iterations, warmup
+    chosen = _chosen(settings, _automatic(kernel_ms))
+    return chosen["iterations"], chosen["warmup"]
+
+
+def _automatic(kernel_ms: float | None) -> dict[str, int]:
+    """What a trial times when the user did not say, for a kernel of kernel_ms."""
+    if kernel_ms is None or kernel_ms <= 0:
+        return {"iterations": MOST_ITERATIONS, "warmup": WARMUP}
+    return {"iterations": max(FEWEST_ITERATIONS,
+                              min(MOST_ITERATIONS, math.ceil(TIMED_WINDOW_MS / kernel_ms))),
+            "warmup": LONG_KERNEL_WARMUP if kernel_ms >= LONG_KERNEL_MS else WARMUP}
+
+
+def _chosen(settings: TuneSettings, automatic: dict[str, int]) -> dict[str, int]:
+    return {k: automatic[k] if getattr(settings, k) is None else getattr(settings, k)
+            for k in ("iterations", "warmup")}
 
 
 def study_timed_launches(study, settings: TuneSettings, kernel_ms: float | None) -> dict[str, int]:
@@ -65,9 +72,6 @@ def study_timed_launches(study, settings: TuneSettings, kernel_ms: float | None)
         type(kept.get(k)) is int and kept[k] >= least for k, least in (("iterations", 1),
                                                                          ("warmup", 0)))
     if not sound:  # none yet, or a damaged one: choose again
-        iterations, warmup = timed_launches(settings, kernel_ms)
-        kept = {"iterations": iterations, "warmup": warmup}
+        kept = _automatic(kernel_ms)
         study.set_user_attr("timed_launches", kept)
-    return {"iterations": kept["iterations"] if settings.iterations is None
-            else settings.iterations,
-            "warmup": kept["warmup"] if settings.warmup is None else settings.warmup}
+    return _chosen(settings, kept)
