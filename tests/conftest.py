@@ -92,6 +92,25 @@ def cmake_build(tmp_path_factory) -> Path:
     return out
 
 
+def nvcc_wrapper(tmp_path: Path) -> Path:
+    """`mneme-nvcc` as a script running this interpreter's package (the
+    console script may not be installed yet), for Makefiles and CMake."""
+    import stat
+
+    script = tmp_path / "bin" / "mneme-nvcc"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(f"#!/bin/sh\nexec '{sys.executable}' -m mneme_cc.build.nvcc \"$@\"\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return script
+
+
+def inspect_json(path: Path) -> dict:
+    """What `mneme inspect --json` says of a file."""
+    import json
+
+    return json.loads(run(["mneme", "inspect", "--json", str(path)]).stdout)
+
+
 #: The relocatable-device-code sample, and the ways the tests build it.
 RDC = SAMPLES / "rdc"
 RDC_BUILDS = ("make-O3", "make-O0", "cxx", "cmake")

@@ -20,6 +20,7 @@ from conftest import (
     STENCIL_GLOBALS,
     STENCIL_KERNELS,
     build_print_hook,
+    inspect_json,
     run,
     tool_env,
 )
@@ -33,10 +34,6 @@ EXPECTED = {
     "libscale.a": {"scale/kernels.cu": SCALE_KERNELS},
     "libstencil.so": {"stencil/kernels.cu": STENCIL_KERNELS},
 }
-
-
-def inspect_json(path) -> dict:
-    return json.loads(run(["mneme", "inspect", "--json", str(path)]).stdout)
 
 
 def by_source(report: dict) -> dict[str, dict]:

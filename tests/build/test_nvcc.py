@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
-import stat
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, run, tool_env
+from conftest import SAMPLES, inspect_json, nvcc_wrapper, run, tool_env
 
 from mneme_cc.build import nvcc, nvcc_options, nvcc_translate, toolchain
 
@@ -304,23 +302,10 @@ def test_toolchain_errors_keep_their_one_line(tmp_path):
                                   "(no include/cuda_runtime.h there)"
 
 
-def wrapper(tmp_path: Path) -> Path:
-    """`mneme-nvcc` as a script (the console script may not be installed yet)."""
-    script = tmp_path / "bin" / "mneme-nvcc"
-    script.parent.mkdir(exist_ok=True)
-    script.write_text(f"#!/bin/sh\nexec '{sys.executable}' -m mneme_cc.build.nvcc \"$@\"\n")
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return script
-
-
-def inspect_json(binary: Path) -> dict:
-    return json.loads(run(["mneme", "inspect", "--json", str(binary)]).stdout)
-
-
 @pytest.mark.parametrize("opt", ["-O3", "-O0"])
 def test_makefile_written_for_nvcc(opt, tmp_path):
     out = tmp_path / "build"
-    run(["make", "-j4", f"NVCC={wrapper(tmp_path)}", f"OPT={opt}", f"BUILD={out}"], cwd=SAMPLE)
+    run(["make", "-j4", f"NVCC={nvcc_wrapper(tmp_path)}", f"OPT={opt}", f"BUILD={out}"], cwd=SAMPLE)
     modules = inspect_json(out / "nvcc_sample")["modules"]
     assert {k["name"] for m in modules for k in m["kernels"]} == SAMPLE_KERNELS
     assert {m["source"] for m in modules} == {"saxpy.cu", "main.cu"}
@@ -351,7 +336,7 @@ target_compile_options(app PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--use_fast_math -l
                        --expt-relaxed-constexpr -Xcompiler=-Wall>)
 """)
     build = tmp_path / "build"
-    run(["cmake", "-S", str(source), "-B", str(build), f"-DCMAKE_CUDA_COMPILER={wrapper(tmp_path)}",
+    run(["cmake", "-S", str(source), "-B", str(build), f"-DCMAKE_CUDA_COMPILER={nvcc_wrapper(tmp_path)}",
          "-DCMAKE_BUILD_TYPE=Release"])
     (identified,) = build.joinpath("CMakeFiles").glob("*/CMakeCUDACompiler.cmake")
     assert 'set(CMAKE_CUDA_COMPILER_ID "Clang")' in identified.read_text()

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import stat
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import RDC, build_print_hook, build_rdc_sample, run, tool_env
+from conftest import RDC, build_print_hook, build_rdc_sample, inspect_json, nvcc_wrapper, run, tool_env
 
 SAMPLE = RDC
 KERNELS = {"_Z4initPfS_i", "_Z9integratePfS_if"}
@@ -18,17 +16,8 @@ CALLEE = "_Z4dragf"  # physics.cu's drag(float), called by integrate.cu
 GLOBALS = {"g_gravity", "g_bounces"}  # defined in physics.cu, used elsewhere
 
 
-def nvcc_wrapper(tmp_path: Path) -> Path:
-    """`mneme-nvcc` as a script running this interpreter's package."""
-    script = tmp_path / "bin" / "mneme-nvcc"
-    script.parent.mkdir(exist_ok=True)
-    script.write_text(f"#!/bin/sh\nexec '{sys.executable}' -m mneme_cc.build.nvcc \"$@\"\n")
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return script
-
-
 def inspect(binary: Path) -> list[dict]:
-    return json.loads(run(["mneme", "inspect", "--json", str(binary)]).stdout)["modules"]
+    return inspect_json(binary)["modules"]
 
 
 def linked_definitions(binary: Path, tmp_path: Path) -> tuple[dict, set[str]]:
