@@ -9,7 +9,6 @@ output and exit status are its own; the report is read when it has ended.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,13 +48,9 @@ class RunSettings:
 
 def environment(table: Path, base: dict[str, str] | None = None) -> dict[str, str]:
     """The application's environment: the runtime preloaded first, serving `table`."""
-    from mneme_cc.record.launcher import recorder_library
+    from mneme_cc.record.launcher import with_runtime_preloaded
 
-    env = dict(os.environ if base is None else base)
-    preload = [str(recorder_library())]
-    if env.get("LD_PRELOAD"):
-        preload.append(env["LD_PRELOAD"])
-    env["LD_PRELOAD"] = ":".join(preload)
+    env = with_runtime_preloaded(base)
     env["MNEME_SERVE"] = str(table)
     env.pop("MNEME_RDB", None)  # serving records nothing
     return env
@@ -72,22 +67,20 @@ def run_tuned(settings: RunSettings, command: list[str]) -> RunReport:
     """
     from mneme_cc.deploy.bundle import load_bundle
     from mneme_cc.deploy.serving import write_table
-    from mneme_cc.record.launcher import recorder_library, run_forwarding_signals
+    from mneme_cc.record.launcher import find_program, recorder_library, run_forwarding_signals
 
     if not command:
         raise UsageError("no application given: mneme run --tuned DIR -- APP [ARGS...]")
     settings.validate()
     bundle = load_bundle(settings.bundle)
     recorder_library()
-    program = shutil.which(command[0], path=os.environ.get("PATH"))
-    if program is None:
-        raise UsageError(f"{command[0]}: no such program (or not executable)")
+    program = find_program(command[0], dict(os.environ))
     table = write_table(bundle, nearest=settings.match == "nearest",
                         time_all=settings.time_all)
     try:
         for warning in table.warnings:
             print(f"mneme: warning: {warning}", file=sys.stderr)
-        status = run_forwarding_signals([program, *command[1:]], environment(table.path))
+        status = run_forwarding_signals(command, environment(table.path), program)
         tuned = {e.kernel: e.demangled for e in bundle.entries}
         kernels, processes, warnings = read_reports(table.directory, tuned)
     finally:

@@ -103,11 +103,7 @@ class RecordSettings:
             raise UsageError(str(exc)) from None
 
     def environment(self, base: dict[str, str] | None = None) -> dict[str, str]:
-        env = dict(os.environ if base is None else base)
-        preload = [str(recorder_library())]
-        if env.get("LD_PRELOAD"):
-            preload.append(env["LD_PRELOAD"])
-        env["LD_PRELOAD"] = ":".join(preload)
+        env = with_runtime_preloaded(base)
         env["MNEME_RDB"] = str(self.database.resolve())
         values = {
             "MNEME_KERNELS": self.kernels,
@@ -132,11 +128,25 @@ def run_recorded(settings: RecordSettings, command: list[str]) -> int:
         raise UsageError("no application given: mneme record -rdb DIR -- APP [ARGS...]")
     settings.validate()
     env = settings.environment()
-    program = shutil.which(command[0], path=env.get("PATH"))
-    if program is None:
-        raise UsageError(f"{command[0]}: no such program (or not executable)")
+    program = find_program(command[0], env)
     settings.prepare_database()
-    return run_forwarding_signals([program, *command[1:]], env)
+    return run_forwarding_signals(command, env, program)
+
+
+def with_runtime_preloaded(base: dict[str, str] | None = None) -> dict[str, str]:
+    """An environment (default: this one) with the runtime preloaded ahead of
+    the user's own LD_PRELOAD entries."""
+    env = dict(os.environ if base is None else base)
+    env["LD_PRELOAD"] = ":".join([str(recorder_library()), *filter(None, [env.get("LD_PRELOAD")])])
+    return env
+
+
+def find_program(name: str, env: dict[str, str]) -> str:
+    """The executable `name` runs, searched in env's PATH as a shell would."""
+    program = shutil.which(name, path=env.get("PATH"))
+    if program is None:
+        raise UsageError(f"{name}: no such program (or not executable)")
+    return program
 
 
 #: Signals `mneme record` passes on to the application instead of dying of them.
@@ -146,7 +156,8 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 _SI_KERNEL = 0x80
 
 
-def run_forwarding_signals(argv: list[str], env: dict[str, str]) -> int:
+def run_forwarding_signals(argv: list[str], env: dict[str, str],
+                           executable: str | None = None) -> int:
     """Runs the application; signals sent to `mneme record` reach it, and it
     decides what they mean. Returns its exit status (128+N for signal N)."""
     waited = {*FORWARDED, signal.SIGCHLD}
@@ -155,8 +166,10 @@ def run_forwarding_signals(argv: list[str], env: dict[str, str]) -> int:
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
     try:
         try:
-            proc = subprocess.Popen(argv, env=env, preexec_fn=lambda: signal.pthread_sigmask(
-                signal.SIG_SETMASK, previous))
+            # argv[0] stays as typed; `executable` is the file it names.
+            proc = subprocess.Popen(argv, executable=executable, env=env,
+                                    preexec_fn=lambda: signal.pthread_sigmask(
+                                        signal.SIG_SETMASK, previous))
         except OSError as exc:
             raise UsageError(f"{argv[0]}: cannot run it: {exc.strerror}") from None
         while proc.poll() is None:
