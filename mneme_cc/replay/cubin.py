@@ -8,7 +8,6 @@ compiled configuration carries its registers, spills and memory sizes.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import re
 import signal
 import subprocess
@@ -22,8 +21,8 @@ from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.cuda_bindings import cuda_bindings
 
 _PR_SET_PDEATHSIG = 1
-_LIBC = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) \
-    if sys.platform.startswith("linux") else None
+# The process's own symbols, libc's prctl among them (no library search at import).
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 
 @dataclass(frozen=True)
