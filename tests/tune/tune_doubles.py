@@ -64,10 +64,11 @@ class FakeExecutor:
 
 
 class SlowFakeExecutor(FakeExecutor):
-    """Takes a GPU's few milliseconds per trial, so that processes interleave."""
+    """Takes 50 ms per trial: long enough that a second process, which needs
+    about a second to start, still finds trials to take."""
 
     def submit(self, config):
-        time.sleep(0.005)
+        time.sleep(0.05)
         return super().submit(config)
 
 
