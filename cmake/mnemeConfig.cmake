@@ -5,9 +5,11 @@
 #
 # add_mneme(target) makes the target recordable: its CUDA sources are
 # compiled with the mneme pass plugin (unless the CUDA compiler already is
-# mneme-cxx, which adds it itself) and it links the shared CUDA runtime,
-# which the recorder interposes.  The CUDA compiler must be clang 22 or
-# mneme-cxx; configure with -DCMAKE_CUDA_COMPILER=$(mneme config cxx).
+# mneme-nvcc or mneme-cxx, which add it themselves) and it links the shared
+# CUDA runtime, which the recorder interposes.  The CUDA compiler must be
+# mneme-nvcc (which CMake drives as nvcc: nothing else is needed), mneme-cxx
+# or clang 22; configure with -DCMAKE_CUDA_COMPILER=$(mneme config cxx)
+# for clang's.
 
 get_filename_component(_mneme_pkg_dir "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
 file(READ "${_mneme_pkg_dir}/build_info.json" _mneme_info)
@@ -31,7 +33,13 @@ function(add_mneme target)
       "(install llvm-${MNEME_LLVM_MAJOR}-dev and reinstall mneme-cc)")
   endif()
   get_property(_languages GLOBAL PROPERTY ENABLED_LANGUAGES)
-  if("CUDA" IN_LIST _languages)
+  get_filename_component(_compiler_name "${CMAKE_CUDA_COMPILER}" NAME)
+  if("CUDA" IN_LIST _languages AND CMAKE_CUDA_COMPILER_ID STREQUAL "NVIDIA"
+     AND _compiler_name STREQUAL "mneme-nvcc")
+    # CMake drives mneme-nvcc as nvcc: its device-link step and its links
+    # through the host compiler work as they are.
+    set_property(TARGET ${target} PROPERTY CUDA_RUNTIME_LIBRARY Shared)
+  elseif("CUDA" IN_LIST _languages)
     if(NOT CMAKE_CUDA_COMPILER_ID STREQUAL "Clang")
       message(FATAL_ERROR "add_mneme(${target}): the CUDA compiler is "
         "${CMAKE_CUDA_COMPILER_ID}; mneme needs clang ${MNEME_LLVM_MAJOR}: "
@@ -42,9 +50,8 @@ function(add_mneme target)
       message(FATAL_ERROR "add_mneme(${target}): the CUDA compiler is clang "
         "${_major}; the mneme plugin needs clang ${MNEME_LLVM_MAJOR}")
     endif()
-    # mneme-cxx and mneme-nvcc add these themselves; a plain clang needs them here.
-    get_filename_component(_compiler_name "${CMAKE_CUDA_COMPILER}" NAME)
-    if(NOT _compiler_name MATCHES "^mneme-(cxx|nvcc)$")
+    # mneme-cxx adds these itself; a plain clang needs them here.
+    if(NOT _compiler_name STREQUAL "mneme-cxx")
       target_compile_options(${target} PRIVATE
         "$<$<COMPILE_LANGUAGE:CUDA>:-fpass-plugin=${MNEME_PLUGIN};-Wno-unknown-cuda-version;SHELL:-idirafter ${MNEME_COMPAT_INCLUDE_DIR}>")
       # A plain clang links relocatable device code only when told; the
@@ -63,7 +70,7 @@ function(add_mneme target)
     # mneme's drivers do it, so they link the target (unless it says otherwise).
     get_target_property(_type ${target} TYPE)
     get_target_property(_linker_language ${target} LINKER_LANGUAGE)
-    if(_compiler_name MATCHES "^mneme-(cxx|nvcc)$" AND NOT _linker_language
+    if(_compiler_name STREQUAL "mneme-cxx" AND NOT _linker_language
        AND _type MATCHES "^(EXECUTABLE|SHARED_LIBRARY|MODULE_LIBRARY)$")
       set_property(TARGET ${target} PROPERTY LINKER_LANGUAGE CUDA)
     endif()

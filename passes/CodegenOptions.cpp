@@ -74,6 +74,13 @@ struct CommandLine {
 
 namespace mneme {
 
+bool cc1HasFlag(StringRef Flag) {
+  for (const std::string &A : cc1Arguments())
+    if (A == Flag)
+      return true;
+  return false;
+}
+
 std::string cc1Value(StringRef Flag) {
   std::vector<std::string> Args = cc1Arguments();
   for (size_t I = 0; I + 1 < Args.size(); ++I)

@@ -17,21 +17,33 @@ namespace {
 // reserved for the implementation).
 constexpr int RegisterPriority = 101;
 
-} // namespace
+bool registersItsOwnFatbinary(const Module &M) {
+  return M.getFunction("__cuda_register_globals") || M.getFunction("__cuda_module_ctor");
+}
 
-namespace mneme {
-
-bool isCudaHostModule(const Module &M) {
-  if (M.getFunction("__cuda_register_globals") || M.getFunction("__cuda_module_ctor"))
-    return true;
-  // Relocatable device code (-fgpu-rdc) goes through clang's offload driver:
-  // the host module lists its kernels and variables as offload entries and
-  // the registration code is only made at the link.
+// Relocatable device code (-fgpu-rdc) goes through clang's offload driver:
+// the host module lists its kernels and variables as offload entries and
+// the registration code is only made at the link.
+bool hasOffloadEntries(const Module &M) {
   for (const GlobalVariable &GV : M.globals())
     if (GV.getSection() == "llvm_offload_entries" ||
         GV.getSection() == "cuda_offloading_entries")
       return true;
   return false;
+}
+
+} // namespace
+
+namespace mneme {
+
+bool isCudaHostModule(const Module &M) {
+  return registersItsOwnFatbinary(M) || hasOffloadEntries(M);
+}
+
+bool isRelocatableDeviceCode(const Module &M) {
+  // A TU of only __device__ functions has neither registration nor entries;
+  // cc1's -fgpu-rdc tells.
+  return !registersItsOwnFatbinary(M) && (hasOffloadEntries(M) || cc1HasFlag("-fgpu-rdc"));
 }
 
 void embedRecords(Module &M, StringRef Records) {
@@ -59,6 +71,15 @@ void embedRecords(Module &M, StringRef Records) {
   IRBuilder<> B(Entry);
   Value *Name = B.CreateGlobalString(embedded_ir::RegisterHookName, "__mneme_hook_name");
   Value *Hook = B.CreateCall(Dlsym, {ConstantPointerNull::get(cast<PointerType>(Ptr)), Name});
+  if (isRelocatableDeviceCode(M)) {
+    // Relocatable device code: only the device link registers this TU's
+    // kernels, and only the device link defines this symbol.
+    Function *Linked = Function::Create(FunctionType::get(Type::getVoidTy(Ctx), false),
+                                        GlobalValue::ExternalLinkage,
+                                        embedded_ir::DeviceLinkSymbol, M);
+    Linked->setVisibility(GlobalValue::HiddenVisibility);
+    B.CreateCall(Linked);
+  }
   B.CreateCondBr(B.CreateIsNotNull(Hook), Call, Done);
   B.SetInsertPoint(Call);
   B.CreateCall(FunctionType::get(Type::getVoidTy(Ctx), {Ptr, I64}, false), Hook,

@@ -54,6 +54,10 @@ llvm::json::Object describeCodegen(const llvm::Module &M, llvm::StringRef OptLev
 // none or cc1 runs inside the driver process.
 std::string cc1Value(llvm::StringRef Flag);
 
+// Whether cc1's command line has Flag; false when cc1 runs inside the
+// driver process.
+bool cc1HasFlag(llvm::StringRef Flag);
+
 // --- DeviceCapture.cpp ---------------------------------------------------
 
 // Serialises the device module as one embedded-IR record (metadata and
@@ -70,8 +74,13 @@ void captureDeviceModule(llvm::Module &M, llvm::StringRef OptLevel);
 // True for a host module that registers CUDA kernels or variables.
 bool isCudaHostModule(const llvm::Module &M);
 
+// True for the host module of relocatable device code (-fgpu-rdc), whose
+// kernels only the device link registers.
+bool isRelocatableDeviceCode(const llvm::Module &M);
+
 // Embeds Records (already encoded, concatenated) in `.mneme_ir` and adds a
-// constructor that hands them to the recorder's hook if one is loaded.
+// constructor that hands them to the recorder's hook if one is loaded (and,
+// for relocatable device code, calls the device link's DeviceLinkSymbol).
 void embedRecords(llvm::Module &M, llvm::StringRef Records);
 
 // Takes the hand-off files for this TU and embeds them; warns when a CUDA

@@ -23,112 +23,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mneme_cc.build import rdc_compile, rdc_link, toolchain
+from mneme_cc.build import device_link, rdc_compile, rdc_link, toolchain
+from mneme_cc.build.invocation import OBJECT_SUFFIXES, TAKES_VALUE, Invocation, analyse
 from mneme_cc.build.rdc_link import OFFLOAD_SECTION
 from mneme_cc.errors import MnemeError, UsageError
-
-# Options whose value is the next argument, so that value is not an input.
-_TAKES_VALUE = frozenset("""
-    -o -x -I -D -U -include -imacros -isystem -idirafter -iquote -iprefix
-    -iwithprefix -iwithprefixbefore -isysroot --sysroot -MF -MT -MQ -MJ -Xclang
-    -Xlinker -Xassembler -Xpreprocessor -mllvm -L -l -target -arch -T -z -u -e
-    -Xcuda-ptxas -Xcuda-fatbinary -Xarch_device -Xarch_host -Xoffload-linker
-    -working-directory -ivfsoverlay -include-pch -dependency-file -F -rpath --language
-    --param -aux-triple --serialize-diagnostics -Xopenmp-target
-""".split())
-
-# Any of these means "do not link".
-_NO_LINK = frozenset("-c -S -E -M -MM -fsyntax-only --precompile --cuda-device-only".split())
-
-# These only preprocess, so no IR is made and no plugin is needed.
-_PREPROCESS_ONLY = frozenset("-E -M -MM".split())
-
-_CUDA_SUFFIXES = (".cu",)
-_OBJECT_SUFFIXES = (".o", ".obj", ".a", ".lo")
-
-
-@dataclass
-class Invocation:
-    """What one command line asks clang to do, as far as mneme cares."""
-
-    args: list[str]
-    inputs: list[str] = field(default_factory=list)
-    cuda_inputs: list[str] = field(default_factory=list)
-    links: bool = False
-    preprocess_only: bool = False
-    names_arch: bool = False
-    names_cuda_path: bool = False
-    names_plugin: bool = False
-    names_cudart: bool = False
-    output: str | None = None
-    expanded_args: list[str] = field(default_factory=list)  # with response files read
-
-
-def _expand_response_files(args: list[str], active: frozenset[Path] = frozenset()) -> list[str]:
-    """Arguments with `@file` read, nested ones too (for analysis only; clang
-    gets the original and reports its own errors, a file that includes
-    itself among them)."""
-    import shlex
-
-    out: list[str] = []
-    for arg in args:
-        path = Path(arg[1:]).resolve() if arg.startswith("@") else None
-        if path is not None and path.is_file() and path not in active:
-            try:
-                inner = shlex.split(path.read_text(errors="replace"))
-            except ValueError as exc:  # an unbalanced quote
-                raise MnemeError(f"response file {arg[1:]}: {exc}") from None
-            out.extend(_expand_response_files(inner, active | {path}))
-        else:
-            out.append(arg)
-    return out
-
-
-def analyse(args: list[str]) -> Invocation:
-    inv = Invocation(args=list(args))
-    expanded = _expand_response_files(args)
-    language = None
-    no_link = False
-    i = 0
-    while i < len(expanded):
-        arg = expanded[i]
-        value = None
-        if arg in _TAKES_VALUE and i + 1 < len(expanded):
-            value = expanded[i + 1]
-            i += 1
-        i += 1
-        if arg in ("-x", "--language"):
-            language = None if value == "none" else value
-        elif arg.startswith("-x") and len(arg) > 2:
-            language = None if arg[2:] == "none" else arg[2:]
-        elif arg.startswith("--language="):
-            language = None if arg[11:] == "none" else arg[11:]
-        if arg in ("-lcudart", "-lcudart_static") or arg.endswith("libcudart_static.a") or (
-                arg == "-l" and value in ("cudart", "cudart_static")):
-            inv.names_cudart = True
-        if arg == "-o" and value is not None:
-            inv.output = value
-        elif arg.startswith("-o") and len(arg) > 2:
-            inv.output = arg[2:]
-        if value is not None:
-            continue
-        if arg in _NO_LINK:
-            no_link = True
-        if arg in _PREPROCESS_ONLY:
-            inv.preprocess_only = True
-        if arg.startswith(("--cuda-gpu-arch=", "--offload-arch=")) or arg == "--no-offload-arch=all":
-            inv.names_arch = True
-        elif arg.startswith("--cuda-path="):
-            inv.names_cuda_path = True
-        elif arg.startswith("-fpass-plugin=") and "MnemePasses" in arg:
-            inv.names_plugin = True
-        if arg == "-" or not arg.startswith("-"):
-            inv.inputs.append(arg)
-            if language == "cuda" or (language is None and arg.endswith(_CUDA_SUFFIXES)):
-                inv.cuda_inputs.append(arg)
-    inv.links = bool(inv.inputs) and not no_link
-    inv.expanded_args = expanded
-    return inv
 
 
 def _links_cuda_code(inv: Invocation) -> bool:
@@ -138,7 +36,7 @@ def _links_cuda_code(inv: Invocation) -> bool:
     from mneme_cc.build.elf import has_section
 
     for path in rdc_link.link_inputs(inv.expanded_args, inv.inputs):
-        if path.endswith(_OBJECT_SUFFIXES) and Path(path).is_file():
+        if path.endswith(OBJECT_SUFFIXES) and Path(path).is_file():
             try:
                 if has_section(path, ".nv_fatbin") or has_section(path, OFFLOAD_SECTION):
                     return True
@@ -153,8 +51,11 @@ def _cuda_compile_flags(inv: Invocation, clang: str) -> list[str]:
     flags = toolchain.cuda_compile_flags(
         toolkit, toolchain.require_plugin(clang) if wants_plugin else None,
         cuda_path=not inv.names_cuda_path)
+    archs = inv.archs if inv.names_arch else toolchain.default_cuda_archs()
     if not inv.names_arch:
-        flags += [f"--cuda-gpu-arch={arch}" for arch in toolchain.default_cuda_archs()]
+        flags += [f"--cuda-gpu-arch={arch}" for arch in archs]
+    if not inv.names_cuda_feature:
+        flags += toolchain.ptx_feature_flags(archs, toolkit)
     return flags
 
 
@@ -183,60 +84,6 @@ class Command:
     language: str = "c++"
 
 
-def _device_ir_link(inv: Invocation, clang: str) -> tuple[list[str], list[str], Path | None]:
-    """What a link of relocatable device code needs: (its arguments, each
-    static library named once; clang's device link and, when the objects
-    carry IR, the object holding the linked module; a scratch directory)."""
-    if {"--emit-static-lib", "-r", "--relocatable"} & set(inv.expanded_args):
-        return inv.args, [], None  # an archive or a partial link: the program's link does it
-    paths = rdc_link.link_inputs(inv.expanded_args, inv.inputs)
-    if not any(_has_offload_code(p) for p in paths):
-        return inv.args, [], None
-    # With objects alone on the command line clang 22 runs the plain linker
-    # even under -fgpu-rdc; only its offload driver runs the linker wrapper
-    # (nvlink, fatbinary, the registration code).
-    extra = [f for f in ("-fgpu-rdc", "--offload-new-driver") if f not in inv.expanded_args]
-    if not inv.names_cuda_path:
-        extra.append(f"--cuda-path={toolchain.require_cuda_toolkit()}")
-    units = rdc_link.rdc_units(paths)  # each input read once for both uses
-    extra += [f"-Wl,--should-extract={arch}" for arch in rdc_link.archived_kernel_archs(units)]
-    scratch = Path(tempfile.mkdtemp(prefix="mneme-link-"))
-    try:
-        obj = rdc_link.linked_ir_object(units, inv.output or "a.out", clang, scratch,
-                                        _target_flags(inv.expanded_args))
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
-    return _once_each(inv), extra + ([str(obj)] if obj else []), scratch
-
-
-def _once_each(inv: Invocation) -> list[str]:
-    """The link's arguments with each static library named once, response
-    files read only when a library repeats (CMake writes link lines in them)."""
-    once = rdc_link.without_repeated_archives(inv.expanded_args)
-    return inv.args if once == inv.expanded_args else once
-
-
-def _target_flags(args: list[str]) -> list[str]:
-    """The options of a link that choose the machine its objects are for."""
-    flags: list[str] = []
-    for arg, value in zip(args, [*args[1:], ""], strict=True):
-        if arg in ("-target", "--sysroot", "-isysroot"):
-            flags += [arg, value]
-        elif arg.startswith(("--target=", "--sysroot=", "-m")) and arg != "-mllvm":
-            flags.append(arg)
-    return flags
-
-
-def _has_offload_code(path: str) -> bool:
-    from mneme_cc.build.elf import has_section
-
-    try:
-        return Path(path).is_file() and has_section(path, OFFLOAD_SECTION)
-    except (MnemeError, OSError):
-        return False
-
-
 def build_command(language: str, args: list[str]) -> Command:
     """The clang command for `mneme-cc` ("c") or `mneme-cxx` ("c++").
 
@@ -251,7 +98,7 @@ def build_command(language: str, args: list[str]) -> Command:
         return Command([clang, *mode, *args])
     if rdc_compile.splittable(inv.expanded_args, inv.inputs, inv.cuda_inputs, inv.links):
         scratch = Path(tempfile.mkdtemp(prefix="mneme-rdc-"))
-        compiles, link = rdc_compile.split(inv.expanded_args, inv.inputs, _TAKES_VALUE, scratch)
+        compiles, link = rdc_compile.split(inv.expanded_args, inv.inputs, TAKES_VALUE, scratch)
         try:
             steps = [build_command(language, c).argv for c in compiles]
         except BaseException:
@@ -261,8 +108,15 @@ def build_command(language: str, args: list[str]) -> Command:
     extra = _cuda_compile_flags(inv, clang) if inv.cuda_inputs else []
     if not (inv.links and _links_cuda_code(inv)):
         return Command([clang, *mode, *extra, *args])
-    args, link_extra, scratch = _device_ir_link(inv, clang)
+    args, link_extra, scratch = device_link.in_link(inv, clang)
     return Command([clang, *mode, *extra, *_with_shared_cudart(args), *link_extra], scratch)
+
+
+def device_link_command(args: list[str], output: str) -> Command:
+    """`nvcc -dlink`'s commands: `output` registers the device code of the
+    inputs in `args` (device_link.standalone)."""
+    steps, argv, scratch = device_link.standalone(args, output, toolchain.select_clang())
+    return Command(argv, scratch, steps)
 
 
 def clang_command(language: str, args: list[str]) -> list[str]:

@@ -21,14 +21,17 @@ docs/from-nvcc.md has the whole table.
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
-from mneme_cc.build import driver, toolchain
+from mneme_cc.build import driver, invocation, nvcc_identity, toolchain
 from mneme_cc.build.nvcc_options import _SOURCE_SUFFIXES, LENIENCY, QUIET, TOOL, NvccError, Translation
 from mneme_cc.build.nvcc_translate import read_command_line
+from mneme_cc.build_info import PACKAGE_DIR
 from mneme_cc.errors import MnemeError
+
+#: nvcc's host overloads of min and max, which clang's CUDA headers lack.
+HOST_MATH_HEADER = PACKAGE_DIR / "compat" / "nvcc" / "mneme_nvcc_host_math.h"
 
 # ----------------------------------------------------------------------------
 # Putting the clang command line together
@@ -38,7 +41,7 @@ def translate(argv: list[str]) -> Translation:
     """nvcc's arguments as clang's (`Translation.args`), or a `--help`/`--version`
     action; an NvccError (one line) for an option clang cannot take."""
     tr = read_command_line(argv)
-    if tr.action is None:
+    if tr.action is None and not tr.device_link:
         _finish(tr)
     return tr
 
@@ -121,7 +124,7 @@ def _host_flags(tr: Translation, cuda: bool) -> list[str]:
     flags: list[str] = []
     for group in tr.host:
         if cuda and len(group) == 1 and group[0].startswith("-") and \
-                group[0] not in driver._TAKES_VALUE:
+                group[0] not in invocation.TAKES_VALUE:
             flags += ["-Xarch_host", group[0]]
         else:
             flags += group
@@ -140,16 +143,16 @@ def _toolkit_includes(cuda: bool) -> list[str]:
 
 
 def _link_flags(tr: Translation) -> list[str]:
-    flags = [] if tr.cudart == "none" else ["-lcudart"]
-    flags += ["-lrt", "-lpthread", "-ldl"]  # what nvcc links, so host code may rely on them
     toolkit = toolchain.find_cuda_toolkit()
+    flags: list[str] = []
     if toolkit is not None:
-        stubs = toolkit / "lib64" / "stubs"
-        if stubs.is_dir():
-            flags.append(f"-L{stubs}")  # libcuda.so for -lcuda, as nvcc finds it
+        # nvcc's LIBRARIES: the stubs (libcuda.so for -lcuda) and the runtime's
+        # directory, in the order `-v` prints them.
+        flags += [f"-L{d}" for d in nvcc_identity.library_dirs(toolkit)]
         if not any(a.startswith("--cuda-path=") for a in tr.front):
             flags.append(f"--cuda-path={toolkit}")  # clang's device link finds nvlink there
-    return flags
+    flags += [] if tr.cudart == "none" else ["-lcudart"]
+    return flags + ["-lrt", "-lpthread", "-ldl"]  # what nvcc links, so host code may rely on them
 
 
 def _finish(tr: Translation) -> None:
@@ -159,14 +162,17 @@ def _finish(tr: Translation) -> None:
         tr.front += ["-o", Path(sources[0]).stem + "." + tr.output_kind]
     front: list[str] = list(QUIET)
     if sources:
+        toolkit = toolchain.find_cuda_toolkit()
         front += LENIENCY + _toolkit_includes(bool(cuda))
+        front += nvcc_identity.predefined_macros(toolkit, bool(cuda), tr.rdc)
     if cuda:
         front += [f"--cuda-gpu-arch={a}" for a in _archs(tr)]
+        front += ["-include", str(HOST_MATH_HEADER)]
         if tr.rdc:
             front.append("-fgpu-rdc")
     inputs, links = _inputs_and_links(tr)
     args = front + tr.front + _host_flags(tr, bool(cuda))
-    if not tr.static_lib and "-r" not in tr.front and driver.analyse(args + inputs).links:
+    if not tr.static_lib and "-r" not in tr.front and invocation.analyse(args + inputs).links:
         # nvcc links inputs and libraries as one group: their order does not matter.
         args += ["-Wl,--start-group", *inputs, *links, *_link_flags(tr), "-Wl,--end-group"]
     else:
@@ -180,26 +186,11 @@ def _finish(tr: Translation) -> None:
 # The command
 
 
-def cuda_release(toolkit: Path) -> str | None:
-    """The toolkit's release ("13.0") from its cuda.h, or None."""
-    try:
-        text = (toolkit / "include" / "cuda.h").read_text(errors="replace")
-    except OSError:
-        return None
-    match = re.search(r"#define\s+CUDA_VERSION\s+(\d+)", text)
-    return f"{int(match.group(1)) // 1000}.{int(match.group(1)) % 1000 // 10}" if match else None
-
-
 def _print_version() -> list[str]:
-    from mneme_cc import __version__
-
-    # CMake tells the CUDA compiler's kind from this output: "clang version"
-    # (clang's own line, below) makes it drive mneme-nvcc as clang.
-    print(f"{TOOL} {__version__}: nvcc's command line, compiled by clang with the mneme plugin")
-    toolkit = toolchain.find_cuda_toolkit()
-    release = cuda_release(toolkit) if toolkit else None
-    if toolkit and release:
-        print(f"Cuda compilation tools, release {release} (the toolkit at {toolkit})")
+    # CMake tells nvcc from "nvcc: ... Cuda compiler driver" and the
+    # toolkit's version from "V13.0.88"; clang's own lines follow.
+    for line in nvcc_identity.version_lines(toolchain.find_cuda_toolkit()):
+        print(line)
     return [toolchain.select_clang(), "--version"]
 
 
@@ -225,7 +216,42 @@ def nvcc_command(argv: list[str]) -> driver.Command | None:
         return driver.Command(_print_version())
     for warning in tr.warnings:
         print(f"{TOOL}: warning: {warning}", file=sys.stderr)
+    if tr.device_link:
+        command = driver.device_link_command(*_device_link_inputs(tr))
+        _print_verbose(tr, [*command.steps, command.argv])
+        return command
+    _print_verbose(tr, [[nvcc_identity.cxx_driver(), *tr.args]])
     return driver.build_command("c++", tr.args)
+
+
+def _print_verbose(tr: Translation, commands: list[list[str]]) -> None:
+    """`-v`: nvcc's `#$` lines: the toolkit's directories, then the commands run
+    (a compile or link is mneme-cxx's, which CMake takes for the host linker)."""
+    if not tr.verbose:
+        return
+    toolkit = toolchain.find_cuda_toolkit()
+    archs = (_archs(tr) or toolchain.default_cuda_archs()) if _sources(tr) else []
+    lines = [f"{TOOL}: nvcc's command line, compiled by clang through mneme-cxx"]
+    lines += nvcc_identity.verbose_preamble(toolkit, archs)
+    lines += ["#$ " + nvcc_identity.quoted(argv) for argv in commands]
+    print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+def _device_link_inputs(tr: Translation) -> tuple[list[str], str]:
+    """(the objects, archives and library options of `-dlink`, its output)."""
+    args: list[str] = []
+    for flag, value in zip(tr.front, [*tr.front[1:], ""], strict=True):
+        if flag == "-L":
+            args += [flag, value]
+    for kind, items in tr.tail:
+        if kind == "input" and not _is_object(items[0]):
+            raise NvccError(f"-dlink links the device code of objects; compile {items[0]} "
+                            f"with -dc first")
+        args += items
+    toolkit = toolchain.find_cuda_toolkit()
+    if toolkit is not None:  # nvcc's LIBRARIES, where -lcudadevrt is found
+        args += [f"-L{d}" for d in nvcc_identity.library_dirs(toolkit)]
+    return args, tr.output or "a_dlink.o"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -39,7 +39,7 @@ dependency-target-name                  MT                   1  sep:-MT
 compile                                 c                    0  pass:-c
 device-c                                dc                   0  device_c
 device-w                                dw                   0  error
-device-link                             dlink                0  error
+device-link                             dlink                0  set:device_link
 link                                    link                 0  ignore
 lib                                     lib                  0  lib
 run                                     run                  0  error
@@ -99,7 +99,7 @@ forward-unknown-to-host-linker          forward-unknown-to-host-linker 0 set:for
 forward-unknown-opts                    forward-unknown-opts 0 set:forward=compiler
 dont-use-profile                        noprof               0  ignore
 dryrun                                  dryrun               0  pass:-###
-verbose                                 v                    0  pass:-v
+verbose                                 v                    0  set:verbose
 threads                                 t                    1  ignore
 split-compile                           split-compile        1  ignore
 split-compile-extended                  split-compile-extended 1 ignore
@@ -174,8 +174,6 @@ _ADVICE = {
     "optix-ir": "build this file with nvcc",
     "ltoir": "build this file with nvcc",
     "device-w": "compile with -dc instead",
-    "device-link": "clang links device code at the final link: drop the -dlink step and "
-                   "link the -dc objects with mneme-nvcc",
     "run": "link with mneme-nvcc, then run the program",
     "output-directory": "name each object with -o",
     "libdevice-directory": "clang takes libdevice from the toolkit: set CUDA_HOME",
@@ -204,7 +202,8 @@ _ADVICE = {
 
 #: clang spellings CMake sends to a CUDA compiler it identified as clang.
 _CLANG_PREFIXES = ("--cuda-gpu-arch=", "--offload-arch=", "--no-offload-arch=", "--cuda-path=",
-                   "-Wl,", "-fvisibility=", "--target=", "--sysroot=", "-fdiagnostics-color")
+                   "-Wl,", "-fvisibility=", "--target=", "--sysroot=", "-fdiagnostics-color",
+                   "--cuda-feature=")
 _CLANG_FLAGS = frozenset("""
     -fPIC -fpic -fPIE -fpie -fno-pic -fno-pie -pie -no-pie -fgpu-rdc -fno-gpu-rdc
     --cuda-device-only --cuda-host-only -S -fvisibility-inlines-hidden -fcolor-diagnostics
@@ -278,6 +277,8 @@ class Translation:
     lineinfo: bool = False
     rdc: bool = False
     static_lib: bool = False
+    device_link: bool = False        # -dlink: the registration object of the inputs' device code
+    verbose: bool = False            # -v: nvcc's `#$` lines
     cudart: str = "shared"
     forward: str | None = None       # unknown options go to the "compiler" or the "linker"
     warnings: list[str] = field(default_factory=list)

@@ -6,7 +6,7 @@ import re
 import shlex
 from pathlib import Path
 
-from mneme_cc.build import driver
+from mneme_cc.build import invocation
 from mneme_cc.build.nvcc_options import (
     _ADVICE,
     _ARCH,
@@ -283,8 +283,12 @@ def _linker_options(tr: Translation, option: _Option, spelling: str, value: str 
 def _compiler_options(tr: Translation, option: _Option, spelling: str, value: str | None) -> None:
     """Host compiler options: one group per option, its separate value included."""
     for item in _split(value):
-        if tr.host and tr.host[-1][-1] in driver._TAKES_VALUE and len(tr.host[-1]) == 1:
+        if tr.host and tr.host[-1][-1] in invocation.TAKES_VALUE and len(tr.host[-1]) == 1:
             tr.host[-1].append(item)  # the value of `-Xcompiler -isystem,DIR`
+        elif item == "-m64":
+            continue  # every build is 64-bit (clang takes no -m64 for the host side alone)
+        elif item == "-m32":
+            raise NvccError(f"{spelling} -m32 has no clang equivalent; only 64-bit builds exist")
         else:
             tr.host.append([item])
 

@@ -89,6 +89,31 @@ def cuda_compile_flags(toolkit: Path, plugin: Path | None, *, cuda_path: bool = 
     return flags
 
 
+def cuda_release(toolkit: Path) -> tuple[int, int] | None:
+    """The toolkit's CUDA release (13, 0), from its cuda.h."""
+    try:
+        header = (toolkit / "include" / "cuda.h").read_text(errors="replace")
+    except OSError:
+        return None
+    match = re.search(r"#define\s+CUDA_VERSION\s+(\d+)", header)
+    return (int(match.group(1)) // 1000, int(match.group(1)) % 1000 // 10) if match else None
+
+
+# Archs that need a newer PTX ISA than clang 22 writes for the newest CUDA
+# it knows (8.8, CUDA 12.9), with the CUDA release whose ptxas reads it.
+_PTX_FLOOR = {"110": ("ptx90", (13, 0))}
+
+
+def ptx_feature_flags(archs: list[str], toolkit: Path) -> list[str]:
+    """Raises the PTX version to what the archs need, as nvcc writes it, when
+    the toolkit's ptxas reads it (sm_110 needs PTX 9.0, from CUDA 13.0)."""
+    release = cuda_release(toolkit)
+    needed = {_PTX_FLOOR[m.group(1)] for a in archs
+              if (m := re.fullmatch(r"sm_(\d+)[af]?", a)) and m.group(1) in _PTX_FLOOR}
+    usable = [feature for feature, since in needed if release and release >= since]
+    return [f"--cuda-feature=+{max(usable)}"] if usable else []
+
+
 def cuda_link_flags(toolkit: Path) -> list[str]:
     """Links the shared CUDA runtime (which the recorder interposes), found at run time."""
     libdir = cuda_library_dir(toolkit)

@@ -163,6 +163,7 @@ NB_MODULE(_native, m) {
   m.attr("EMBEDDED_IR_FORMAT_VERSION") = ir::FormatVersion;
   m.attr("EMBEDDED_IR_SECTION") = ir::SectionName;
   m.attr("EMBEDDED_IR_HOOK") = ir::RegisterHookName;
+  m.attr("DEVICE_LINK_SYMBOL") = ir::DeviceLinkSymbol;
   m.def("decode_embedded_ir", &decodeEmbeddedIR, nb::arg("data"),
         "Decode the embedded-IR records of a `.mneme_ir` section.\n\n"
         "Raises ValueError naming the offset of a malformed record.");

@@ -8,7 +8,7 @@ import stat
 import pytest
 from conftest import SAMPLES, run, tool_env
 
-from mneme_cc.build import driver, toolchain
+from mneme_cc.build import driver, invocation, toolchain
 
 HELLO = SAMPLES / "plain" / "hello.c"
 VARIANT = SAMPLES / "variant.cu"
@@ -28,7 +28,7 @@ VARIANT = SAMPLES / "variant.cu"
     (["--language", "cuda", "-c", "a.cpp"], ["a.cpp"], ["a.cpp"], False),
 ])
 def test_analyse_finds_inputs_cuda_and_linking(args, inputs, cuda, links):
-    inv = driver.analyse(args)
+    inv = invocation.analyse(args)
     assert (inv.inputs, inv.cuda_inputs, inv.links) == (inputs, cuda, links)
 
 
@@ -120,10 +120,10 @@ def test_response_files_nested_and_broken(tmp_path):
     inner.write_text(f"-c {VARIANT}")
     outer = tmp_path / "outer.rsp"
     outer.write_text(f"-DVARIANT=1 @{inner}")
-    assert driver.analyse([f"@{outer}", "-o", "v.o"]).cuda_inputs == [str(VARIANT)]
+    assert invocation.analyse([f"@{outer}", "-o", "v.o"]).cuda_inputs == [str(VARIANT)]
     looping = tmp_path / "loop.rsp"
     looping.write_text(f"-c @{looping} @{looping} @{looping}")
-    assert driver.analyse([f"@{looping}"]).inputs == [f"@{looping}"] * 3  # clang says why
+    assert invocation.analyse([f"@{looping}"]).inputs == [f"@{looping}"] * 3  # clang says why
     broken = tmp_path / "broken.rsp"
     broken.write_text('-c "a.cu')
     proc = run(["mneme-cxx", f"@{broken}"], check=False)

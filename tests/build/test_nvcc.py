@@ -116,7 +116,12 @@ TRANSLATIONS = [
     (["-cudart", "none", "a.o", "-o", "app"], [], [["-lcudart"]]),
     (["-cudart=static", "a.o", "-o", "app"], [["-lcudart"]], [["-lcudart_static"]]),
     (["-dryrun", "-c", "a.cu"], [["-###"]], []),
-    (["-v", "-c", "a.cu"], [["-v"]], []),
+    (["-v", "-c", "a.cu"], [], [["-v"]]),  # nvcc's `#$` lines, not clang's
+    (["-Xcompiler", "-m64,-fPIC", "-c", "a.cu"], [["-Xarch_host", "-fPIC"]], [["-m64"]]),
+    (["-c", "a.cu"], [["-D__NVCC__"], ["-include"]], [["-D__CUDACC_RDC__"]]),
+    (["-dc", "a.cu"], [["-D__NVCC__"], ["-D__CUDACC_RDC__"]], []),
+    (["-c", "a.cpp"], [["-D__NVCC__"]], [["-include"], ["-D__CUDACC_RDC__"]]),
+    (["--cuda-feature=+ptx90", "-c", "a.cu"], [["--cuda-feature=+ptx90"]], []),
     # The clang spellings CMake sends once --version said "clang version".
     (["--cuda-gpu-arch=sm_75", "--cuda-path=/usr/local/cuda", "-fPIC", "-x", "cuda", "-c", "a.cu"],
      [["--cuda-gpu-arch=sm_75"], ["--cuda-path=/usr/local/cuda"], ["-fPIC"]], []),
@@ -223,7 +228,7 @@ def one_line_error(proc, *fragments: str) -> None:
 
 # Every nvcc option clang cannot do: its one-line error and exit status 2.
 UNSUPPORTED = [
-    ["-dlink", "a.o", "b.o", "-o", "link.o"], ["--device-link", "a.o"], ["-dw", "a.cu"],
+    ["-dw", "a.cu"],
     ["-cuda", "a.cu"], ["-fatbin", "a.cu"], ["-optix-ir", "a.cu"], ["-ltoir", "a.cu"],
     ["-run", "a.cu"], ["-run-args", "1", "a.cu"], ["-odir", "obj", "-c", "a.cu"],
     ["-ldir", "/x", "-c", "a.cu"], ["-target-dir", "aarch64-linux", "-c", "a.cu"],
@@ -234,6 +239,7 @@ UNSUPPORTED = [
     ["-arch-ls"], ["-hls", "gen-lcs", "a.o"], ["-aug-hls", "a.o"], ["-reloc-ptx", "a.cu"],
     ["-sanitize", "memcheck", "a.cu"], ["-arch=all", "-c", "a.cu"], ["-arch=all-major", "a.cu"],
     ["-arch=lto_90", "a.cu"], ["-gencode", "arch=compute_90,code=lto_90", "a.cu"], ["-m", "32", "a.cu"],
+    ["-Xcompiler", "-m32", "a.cu"],
 ]
 
 
@@ -280,13 +286,35 @@ def test_options_file_that_includes_itself(tmp_path):
     one_line_error(nvcc_tool([f"@{loop}"], tmp_path), "includes itself")
 
 
-def test_version_makes_cmake_drive_it_as_clang(tmp_path):
+def test_version_makes_cmake_drive_it_as_nvcc(tmp_path):
     proc = nvcc_tool(["--version"], tmp_path)
     assert proc.returncode == 0, proc.stderr
+    assert re.search(r"nvcc: [^\n]+ Cuda compiler driver", proc.stdout)  # CMake's nvcc test
+    version = nvcc.nvcc_identity.toolkit_version(toolchain.require_cuda_toolkit())
+    assert f"release {version[0]}.{version[1]}, V{'.'.join(map(str, version))}" in proc.stdout
     assert "clang version" in proc.stdout
-    assert not re.search(r"nvcc: [^\n]+ Cuda compiler driver", proc.stdout)  # CMake's nvcc test
-    assert re.search(r"release \d+\.\d+", proc.stdout)  # what scripts read from nvcc --version
     assert nvcc_tool(["-V"], tmp_path).stdout == proc.stdout
+
+
+def test_verbose_prints_nvcc_s_lines_for_cmake(tmp_path):
+    """`-v`: the toolkit's directories as nvcc's `#$` lines, then the command,
+    whose LIBRARIES and first word (mneme-cxx) CMake reads."""
+    source = tmp_path / "k.cu"
+    source.write_text("__global__ void k() {}\nint main() { k<<<1, 1>>>(); }\n")
+    proc = nvcc_tool(["-v", str(source), "-o", str(tmp_path / "app")], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    toolkit = toolchain.require_cuda_toolkit()
+    assert f"#$ TOP={toolkit}\n" in proc.stderr
+    assert "#$ GPU_ARCHS=-arch compute_90" in proc.stderr
+    libraries = re.search(r"#\$ LIBRARIES= *([^\n]*)\n", proc.stderr).group(1)
+    (link,) = [line for line in proc.stderr.splitlines()[1:] if libraries in line
+               and not line.startswith("#$ LIBRARIES")]
+    assert link.startswith('#$ "') and link.split('"')[1].endswith("mneme-cxx")
+    assert '"-lcudart"' in link
+    assert (tmp_path / "app").is_file()
+    # What CMake runs first to find the toolkit: the lines come before the error.
+    proc = nvcc_tool(["-v", "__cmake_determine_cuda"], tmp_path)
+    assert proc.returncode != 0 and f"#$ TOP={toolkit}" in proc.stderr
 
 
 def test_help(tmp_path):
@@ -324,7 +352,8 @@ def test_the_sample_is_valid_nvcc_input(tmp_path):
 
 
 def test_cmake_cuda_compiler(tmp_path):
-    """CMake identifies mneme-nvcc as clang and mixes its flags with the project's nvcc flags."""
+    """CMake identifies mneme-nvcc as nvcc (with the toolkit's version), drives it
+    with nvcc's flags, the project's own included, and links through mneme-cxx."""
     source = tmp_path / "src"
     source.mkdir()
     (source / "CMakeLists.txt").write_text(f"""
@@ -339,7 +368,11 @@ target_compile_options(app PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--use_fast_math -l
     run(["cmake", "-S", str(source), "-B", str(build), f"-DCMAKE_CUDA_COMPILER={nvcc_wrapper(tmp_path)}",
          "-DCMAKE_BUILD_TYPE=Release"])
     (identified,) = build.joinpath("CMakeFiles").glob("*/CMakeCUDACompiler.cmake")
-    assert 'set(CMAKE_CUDA_COMPILER_ID "Clang")' in identified.read_text()
+    text = identified.read_text()
+    assert 'set(CMAKE_CUDA_COMPILER_ID "NVIDIA")' in text
+    assert 'set(CMAKE_CUDA_HOST_COMPILER_ID "Clang")' in text
+    assert re.search(r'set\(CMAKE_CUDA_HOST_LINK_LAUNCHER ".*/mneme-cxx"\)', text)
+    assert 'set(CMAKE_CUDA_RUNTIME_LIBRARY_DEFAULT "SHARED")' in text
     run(["cmake", "--build", str(build), "-j4"])
     modules = inspect_json(build / "app")["modules"]
     assert {k["name"] for m in modules for k in m["kernels"]} == SAMPLE_KERNELS

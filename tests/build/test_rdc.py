@@ -136,25 +136,25 @@ def test_the_linked_module_is_registered_at_start_up(tmp_path):
 
 
 def test_a_one_command_build_splits_into_compiles_and_a_link(tmp_path):
-    from mneme_cc.build import driver, rdc_compile
+    from mneme_cc.build import invocation, rdc_compile
 
     args = ["-fgpu-rdc", "-O2", "-I", "inc", "a.cu", "-o", "app", "b.o", "-lm"]
-    inv = driver.analyse(args)
+    inv = invocation.analyse(args)
     assert rdc_compile.splittable(inv.args, inv.inputs, inv.cuda_inputs, inv.links)
-    compiles, link = rdc_compile.split(args, inv.inputs, driver._TAKES_VALUE, tmp_path)
+    compiles, link = rdc_compile.split(args, inv.inputs, invocation.TAKES_VALUE, tmp_path)
     obj = str(tmp_path / "0-a.o")
     assert compiles == [["-fgpu-rdc", "-O2", "-I", "inc", "-lm", "-Qunused-arguments",
                          "-c", "a.cu", "-o", obj]]
     assert link == ["-fgpu-rdc", "-O2", "-I", "inc", obj, "-o", "app", "b.o", "-lm",
                     "-Qunused-arguments"]
     for other in (["-O2", "a.cu", "-o", "app"], ["-fgpu-rdc", "-c", "a.cu"]):
-        inv = driver.analyse(other)
+        inv = invocation.analyse(other)
         assert not rdc_compile.splittable(inv.args, inv.inputs, inv.cuda_inputs, inv.links)
     # -x goes to the compiles of the sources it applies to, never to the link.
     args = ["-fgpu-rdc", "-x", "cuda", "a.cpp", "-xnone", "b.o", "-o", "app"]
-    inv = driver.analyse(args)
+    inv = invocation.analyse(args)
     assert rdc_compile.splittable(inv.args, inv.inputs, inv.cuda_inputs, inv.links)
-    compiles, link = rdc_compile.split(args, inv.inputs, driver._TAKES_VALUE, tmp_path)
+    compiles, link = rdc_compile.split(args, inv.inputs, invocation.TAKES_VALUE, tmp_path)
     obj = str(tmp_path / "0-a.o")
     assert compiles == [["-fgpu-rdc", "-Qunused-arguments", "-c", "-x", "cuda", "a.cpp", "-o", obj]]
     assert link == ["-fgpu-rdc", obj, "b.o", "-o", "app", "-Qunused-arguments"]

@@ -30,6 +30,13 @@ inline constexpr const char *SectionName = ".mneme_ir";
 // Versioned with the format: a recorder that cannot read a record never
 // receives it.  Recorders also define the hooks of older versions they read.
 inline constexpr const char *RegisterHookName = "__mneme_register_ir_v2";
+// Relocatable device code needs a device link (mneme-nvcc's link or -dlink)
+// before the program can launch its kernels.  Each such object's start-up
+// calls this hidden function, which only the device link defines, so a link
+// that skips it fails and names the fix, as nvcc's objects fail without
+// their `__cudaRegisterLinkedBinary_*`.
+inline constexpr const char *DeviceLinkSymbol =
+    "__mneme_rdc_objects_need_a_device_link__link_with_mneme_nvcc_or_run_mneme_nvcc_dlink";
 
 // One decoded record; the views point into the caller's buffer.
 struct RecordView {
