@@ -113,20 +113,24 @@ def inspect_json(path: Path) -> dict:
 
 #: The relocatable-device-code sample, and the ways the tests build it.
 RDC = SAMPLES / "rdc"
-RDC_BUILDS = ("make-O3", "make-O0", "cxx", "cmake")
+RDC_BUILDS = ("make-O3", "make-O0", "dlink", "cxx", "cmake")
 
 
 def build_rdc_sample(how: str, out: Path) -> Path:
     """tests/samples/rdc built one way into out/HOW, its program's path.
 
-    make-O3, make-O0: its nvcc Makefile with NVCC=mneme-nvcc; cxx: mneme-cxx
+    make-O3, make-O0: its nvcc Makefile with NVCC=mneme-nvcc; dlink: the
+    Makefile's `-dlink` object and host-compiler link; cxx: mneme-cxx
     -fgpu-rdc objects, an `ar` library, a link; cmake: its CMake project with
     separable compilation and mneme-nvcc; nvcc: the Makefile with nvcc.
     """
     build = out / how
-    if how.startswith("make-") or how == "nvcc":
+    if how == "dlink":
+        run(["make", "-j2", "NVCC=mneme-nvcc", f"BUILD={build}", "dlink"], cwd=RDC)
+        shutil.copy(build / "rdc_dlink", build / "rdc_sample")
+    elif how.startswith("make-") or how == "nvcc":
         opt = how[len("make"):] if how.startswith("make-") else "-O3"
-        compiler = "nvcc" if how == "nvcc" else "mneme-nvcc"
+        compiler = nvcc_path() if how == "nvcc" else "mneme-nvcc"
         run(["make", "-j2", f"NVCC={compiler}", f"OPT={opt}", f"BUILD={build}"], cwd=RDC)
     elif how == "cxx":
         build.mkdir(parents=True)
@@ -137,14 +141,54 @@ def build_rdc_sample(how: str, out: Path) -> Path:
         run(["mneme-cxx", str(build / "main.o"), str(build / "integrate.o"), f"-L{build}",
              "-lphysics", "-o", str(build / "rdc_sample")])
     elif how == "cmake":
-        # CMake's own device-link step cannot run with clang 22 and CUDA 13
-        # (docs/from-nvcc.md); the project file is left as it is.
+        # CMake's own device-link step (mneme-nvcc -dlink), nothing but the compiler named.
         run(["cmake", "-S", str(RDC), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
-             "-DCMAKE_CUDA_COMPILER=mneme-nvcc", "-DCMAKE_CUDA_RESOLVE_DEVICE_SYMBOLS=OFF"])
+             "-DCMAKE_CUDA_COMPILER=mneme-nvcc"])
         run(["cmake", "--build", str(build), "-j2"])
     else:
         raise ValueError(f"unknown build of the rdc sample: {how}")
     return build / "rdc_sample"
+
+
+#: The layouts of tests/samples/reach: each program and the kernels it carries
+#: (the C++ programs' kernels are in the libraries they link).
+REACH = SAMPLES / "reach"
+REACH_KERNELS = {
+    "mixed": {"_Z4axpyifPKfPf", "_Z6hashediPKfPj"},
+    "histo_app": {"_Z9histogramiiPj"},
+    "libscan.so": {"_Z10block_scaniPKiPi"},
+    "dp": {"_Z5childPiii", "_Z6parentPiii"},
+}
+REACH_PROGRAMS = ("mixed", "histo_app", "scan_app", "dp")
+
+
+def nvcc_path() -> str:
+    """NVIDIA's nvcc: on PATH, else the toolkit's."""
+    from mneme_cc.build import toolchain
+
+    return shutil.which("nvcc") or str(toolchain.require_cuda_toolkit() / "bin" / "nvcc")
+
+
+def build_reach(out: Path, compiler: str = "mneme-nvcc") -> Path:
+    """tests/samples/reach's CMake project, as it is, with `compiler` as the
+    CUDA compiler (mneme-nvcc, or nvcc for the reference); the build directory."""
+    compiler = nvcc_path() if compiler == "nvcc" else compiler
+    run(["cmake", "-S", str(REACH), "-B", str(out), "-DCMAKE_BUILD_TYPE=Release",
+         f"-DCMAKE_CUDA_COMPILER={compiler}"])
+    run(["cmake", "--build", str(out), "-j2"])
+    return out
+
+
+def check_device_link(binary: Path) -> None:
+    """The link ran the device link: a fatbinary, and the calls that register it.
+
+    Without them the program cannot launch a kernel, which a CPU test sees
+    only here.
+    """
+    assert ".nv_fatbin" in run(["readelf", "-S", "-W", str(binary)]).stdout
+    imports = run(["nm", "-D", "-u", str(binary)]).stdout
+    assert {"__cudaRegisterFatBinary", "__cudaRegisterFunction"} <= \
+        {line.split()[-1].split("@")[0] for line in imports.splitlines()}
 
 
 EXAMPLES = TESTS.parent / "examples"

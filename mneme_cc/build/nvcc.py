@@ -240,7 +240,7 @@ def _print_verbose(tr: Translation, commands: list[list[str]]) -> None:
 def _device_link_inputs(tr: Translation) -> tuple[list[str], str]:
     """(the objects, archives and library options of `-dlink`, its output)."""
     args: list[str] = []
-    for flag, value in zip(tr.front, [*tr.front[1:], ""], strict=True):
+    for flag, value in zip(tr.front, tr.front[1:], strict=False):
         if flag == "-L":
             args += [flag, value]
     for kind, items in tr.tail:

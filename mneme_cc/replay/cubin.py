@@ -8,6 +8,7 @@ compiled configuration carries its registers, spills and memory sizes.
 from __future__ import annotations
 
 import ctypes
+import os
 import re
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.cuda_bindings import cuda_bindings
 
 _PR_SET_PDEATHSIG = 1
+_DEVICE_RUNTIME_CALLS = ("__cudaCDP2", "cudaLaunchDevice", "cudaGetParameterBuffer")
 # The process's own symbols, libc's prctl among them (no library search at import).
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
@@ -85,22 +87,61 @@ def parse_resources(log: str, kernel: str) -> Resources:
         constant_bytes=number(r"(\d+) bytes cmem\[0\]"))
 
 
+def launches_kernels(ptx: str) -> bool:
+    """True when the code launches kernels itself (dynamic parallelism): it
+    calls into libcudadevrt, which a device link adds, as nvcc's does."""
+    return any(call in ptx for call in _DEVICE_RUNTIME_CALLS)
+
+
+def device_runtime_library(ptxas: Path | None) -> Path:
+    """libcudadevrt.a: the toolkit's of the ptxas used, else CUDA_HOME's,
+    CUDA_PATH's or /usr/local/cuda's.
+
+    Raises:
+        ToolchainError: none is found.
+    """
+    roots = [ptxas.resolve().parent.parent] if ptxas else []
+    roots += [Path(os.environ[v]) for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    roots.append(Path("/usr/local/cuda"))
+    for root in roots:
+        for sub in ("lib64", "lib", *(str(p.relative_to(root)) for p in root.glob("targets/*/lib"))):
+            if (root / sub / "libcudadevrt.a").is_file():
+                return root / sub / "libcudadevrt.a"
+    raise ToolchainError("the kernel launches kernels (dynamic parallelism) and needs the "
+                         "toolkit's libcudadevrt.a, which was not found: set CUDA_HOME")
+
+
 def compile_cubin(ptx: str, kernel: str, config: ReplayConfig, arch: str,
                   ptxas: Path | None = None) -> Cubin:
-    """The cubin of `ptx`, by the ptxas executable `ptxas`, or by nvJitLink."""
+    """The cubin of `ptx`, by the ptxas executable `ptxas`, or by nvJitLink;
+    linked with libcudadevrt when it launches kernels."""
+    runtime = device_runtime_library(ptxas) if launches_kernels(ptx) else None
     if ptxas is not None:
-        return _assemble(ptx, kernel, config, arch, ptxas)
+        assembled = _assemble(ptx, kernel, config, arch, ptxas, relocatable=runtime is not None)
+        if runtime is None:
+            return assembled
+        linked = _nvjitlink([f"-arch={arch}"], [("CUBIN", assembled.data)], runtime, kernel)
+        return Cubin(linked.data, assembled.resources, assembled.seconds + linked.seconds,
+                     assembled.log)
+    return _nvjitlink(ptxas_options(config, arch), [("PTX", ptx.encode())], runtime, kernel)
+
+
+def _nvjitlink(options: list[str], inputs: list[tuple[str, bytes]], library: Path | None,
+               kernel: str) -> Cubin:
+    """nvJitLink over `inputs` (kind, data), and `library` when given."""
     nvjitlink = cuda_bindings("nvjitlink")
-    options = ptxas_options(config, arch)
     start = time.perf_counter()
     try:
         handle = nvjitlink.create(len(options), options)
     except Exception as exc:  # the library is missing or refuses the options
         raise ToolchainError(f"nvJitLink: {exc}") from None
     try:
-        data = ptx.encode()
         try:
-            nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "replay.ptx")
+            for kind, data in inputs:
+                nvjitlink.add_data(handle, getattr(nvjitlink.InputType, kind), data, len(data),
+                                   f"replay.{kind.lower()}")
+            if library is not None:
+                nvjitlink.add_file(handle, nvjitlink.InputType.LIBRARY, str(library))
             nvjitlink.complete(handle)
         except nvjitlink.nvJitLinkError:
             size = nvjitlink.get_error_log_size(handle)
@@ -125,10 +166,12 @@ def _die_with_parent() -> None:
         prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _assemble(ptx: str, kernel: str, config: ReplayConfig, arch: str, ptxas: Path) -> Cubin:
+def _assemble(ptx: str, kernel: str, config: ReplayConfig, arch: str, ptxas: Path,
+              relocatable: bool = False) -> Cubin:
     """ptxas itself, with the options nvJitLink would have passed it; through
-    pipes, so a killed compile leaves no files behind."""
-    options = [f"-arch={arch}", "-v", *ptxas_flags(config)]
+    pipes, so a killed compile leaves no files behind.  A relocatable cubin
+    (`-c`) is for a device link."""
+    options = [f"-arch={arch}", "-v", *ptxas_flags(config), *(["-c"] if relocatable else [])]
     start = time.perf_counter()
     try:
         run = subprocess.run([str(ptxas), *options, "/dev/stdin", "-o", "/dev/stdout"],
