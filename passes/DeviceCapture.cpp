@@ -112,6 +112,24 @@ std::string encodeDeviceModule(Module &M, StringRef OptLevel) {
   return embedded_ir::encodeRecord(Metadata, Bitcode);
 }
 
+bool resolveRenamedStatics(Module &M) {
+  SmallVector<std::pair<GlobalVariable *, GlobalVariable *>, 4> Renamed;
+  for (GlobalVariable &Def : M.globals()) {
+    size_t At = Def.getName().find("__static__");
+    if (Def.isDeclaration() || At == StringRef::npos)
+      continue;
+    GlobalVariable *Use = M.getGlobalVariable(Def.getName().take_front(At), true);
+    if (Use && Use->isDeclaration() && Use->getValueType() == Def.getValueType() &&
+        Use->getAddressSpace() == Def.getAddressSpace())
+      Renamed.push_back({Use, &Def});
+  }
+  for (auto [Use, Def] : Renamed) {
+    Use->replaceAllUsesWith(Def);
+    Use->eraseFromParent();
+  }
+  return !Renamed.empty();
+}
+
 void captureDeviceModule(Module &M, StringRef OptLevel) {
   std::string Arch = targetOf(M).first;
   std::string Error;

@@ -69,6 +69,12 @@ std::string encodeDeviceModule(llvm::Module &M, llvm::StringRef OptLevel);
 // Writes the record to the hand-off directory; errors go to the context.
 void captureDeviceModule(llvm::Module &M, llvm::StringRef OptLevel);
 
+// Under -fgpu-rdc clang 22 renames a static device variable that host code
+// names (cudaMemcpyToSymbol) to `<name>__static__<id>` but leaves the device
+// code's uses on an undefined `<name>`, which nvlink refuses.  Points those
+// uses at the renamed definition; true when it changed the module.
+bool resolveRenamedStatics(llvm::Module &M);
+
 // --- HostEmbed.cpp -------------------------------------------------------
 
 // True for a host module that registers CUDA kernels or variables.

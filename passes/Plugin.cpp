@@ -15,8 +15,9 @@ namespace {
 struct CapturePass : PassInfoMixin<CapturePass> {
   std::string OptLevel; // the pipeline's level; empty when run by name
   PreservedAnalyses run(Module &M, ModuleAnalysisManager &) {
+    bool Changed = mneme::resolveRenamedStatics(M);
     mneme::captureDeviceModule(M, OptLevel);
-    return PreservedAnalyses::all();
+    return Changed ? PreservedAnalyses::none() : PreservedAnalyses::all();
   }
   static bool isRequired() { return true; } // also at -O0 and under opt-bisect
 };
