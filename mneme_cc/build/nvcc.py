@@ -14,8 +14,10 @@ division and square root, contraction on); `-Xcompiler` options reach only
 the host side. Every link gets the CUDA runtime, as with nvcc.
 
 An nvcc option with no clang equivalent, and an option nvcc does not have,
-is a one-line error with exit status 2. The clang spellings that CMake
-sends (it identifies mneme-nvcc as clang from `--version`) pass unchanged.
+is a one-line error with exit status 2. The clang spellings that a build
+configured for a clang CUDA compiler sends pass unchanged.  Build systems
+that ask nvcc about itself (CMake) get nvcc's answers (nvcc_identity.py),
+and `-dlink` is the device link alone (device_link.py).
 docs/from-nvcc.md has the whole table.
 """
 

@@ -200,7 +200,7 @@ _ADVICE = {
     "sanitize": "drop it and run compute-sanitizer on the program",
 }
 
-#: clang spellings CMake sends to a CUDA compiler it identified as clang.
+#: clang spellings that builds configured for a clang CUDA compiler send.
 _CLANG_PREFIXES = ("--cuda-gpu-arch=", "--offload-arch=", "--no-offload-arch=", "--cuda-path=",
                    "-Wl,", "-fvisibility=", "--target=", "--sysroot=", "-fdiagnostics-color",
                    "--cuda-feature=")

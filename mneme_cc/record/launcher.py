@@ -7,11 +7,13 @@ variables, which `RecordSettings.environment()` derives from the flags.
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import shutil
 import signal
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,14 +125,42 @@ class RecordSettings:
 
 
 def run_recorded(settings: RecordSettings, command: list[str]) -> int:
-    """Runs command under the recorder; returns its exit status (128+N for signal N)."""
+    """Runs command under the recorder; returns its exit status (128+N for signal N).
+    A run that adds no instance says why it may not have, on stderr."""
     if not command:
         raise UsageError("no application given: mneme record -rdb DIR -- APP [ARGS...]")
     settings.validate()
     env = settings.environment()
     program = find_program(command[0], env)
     settings.prepare_database()
-    return run_forwarding_signals(command, env, program)
+    before = _instance_count(settings.database)
+    code = run_forwarding_signals(command, env, program)
+    if _instance_count(settings.database) == before:
+        print(f"mneme: warning: recorded no instance: {_why_nothing(program)}", file=sys.stderr)
+    return code
+
+
+def _instance_count(database: Path) -> int:
+    return sum(1 for _ in (database / "index").glob("*.json"))
+
+
+def links_static_cuda_runtime(program: str) -> bool:
+    """True for a program that carries the static CUDA runtime (libcudart_static)
+    and loads no shared one: its launches never reach an interposed runtime."""
+    try:
+        with open(program, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return data.find(b"libcudart_static_") >= 0 and data.find(b"libcudart.so") < 0
+    except (OSError, ValueError):
+        return False
+
+
+def _why_nothing(program: str) -> str:
+    if links_static_cuda_runtime(program):
+        return (f"{program} links the CUDA runtime statically, which the recorder cannot "
+                f"interpose; link it with the shared runtime (mneme-nvcc and mneme-cxx do; "
+                f"CMake: CUDA_RUNTIME_LIBRARY Shared; nvcc: -cudart shared)")
+    return ("no kernel launch reached the recorder (none was launched, none matched "
+            "--kernels, or --skip skipped them all)")
 
 
 def with_runtime_preloaded(base: dict[str, str] | None = None) -> dict[str, str]:
