@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mneme_cc.build import driver, toolchain
+from mneme_cc.drivers import driver, toolchain
 
 SOURCE = Path(__file__).resolve().parent / "many_kernels.cu"
 

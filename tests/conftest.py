@@ -99,7 +99,7 @@ def nvcc_wrapper(tmp_path: Path) -> Path:
 
     script = tmp_path / "bin" / "mneme-nvcc"
     script.parent.mkdir(exist_ok=True)
-    script.write_text(f"#!/bin/sh\nexec '{sys.executable}' -m mneme_cc.build.nvcc \"$@\"\n")
+    script.write_text(f"#!/bin/sh\nexec '{sys.executable}' -m mneme_cc.drivers.nvcc \"$@\"\n")
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return script
 
@@ -164,7 +164,7 @@ REACH_PROGRAMS = ("mixed", "histo_app", "scan_app", "dp")
 
 def nvcc_path() -> str:
     """NVIDIA's nvcc: on PATH, else the toolkit's."""
-    from mneme_cc.build import toolchain
+    from mneme_cc.drivers import toolchain
 
     return shutil.which("nvcc") or str(toolchain.require_cuda_toolkit() / "bin" / "nvcc")
 

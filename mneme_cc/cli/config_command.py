@@ -31,7 +31,7 @@ def _script(name: str) -> str:
 
 
 def value_of(what: What) -> str:
-    from mneme_cc.build import toolchain
+    from mneme_cc.drivers import toolchain
     from mneme_cc.build_info import PACKAGE_DIR, build_info
 
     if what is What.cc:

@@ -142,7 +142,7 @@ def inspect(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
 ) -> None:
     """List the device modules, kernels and globals a file carries."""
-    from mneme_cc.build.embedded import read_embedded_modules
+    from mneme_cc.drivers.embedded import read_embedded_modules
 
     if not file.exists():
         fail(f"{file} does not exist")

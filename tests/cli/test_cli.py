@@ -104,7 +104,7 @@ def test_cflags_make_plain_clang_builds_recordable(tmp_path):
     """`mneme config cflags/ldflags` with plain clang-22, for other build systems."""
     import shlex
 
-    from mneme_cc.build import toolchain
+    from mneme_cc.drivers import toolchain
 
     cflags = shlex.split(run(["mneme", "config", "cflags"]).stdout)
     ldflags = shlex.split(run(["mneme", "config", "ldflags"]).stdout)

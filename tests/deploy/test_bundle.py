@@ -23,7 +23,7 @@ def make_tuned(tmp_path: Path, config: ReplayConfig | None = None):
     import numpy as np
     from synthetic_db import make_database
 
-    from mneme_cc.build import read_embedded_modules
+    from mneme_cc.drivers import read_embedded_modules
 
     obj = tmp_path / "vector_add.o"
     run(["mneme-cxx", "-O3", "-c", str(EXAMPLES / "vector_add" / "vector_add.cu"), "-o",

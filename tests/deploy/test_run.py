@@ -287,7 +287,7 @@ def test_the_preloaded_runtime_comes_first_and_keeps_the_users_entries(tmp_path)
 @pytest.fixture
 def decide(tmp_path):
     """The runtime's matching (ServeTable.cpp) built into a small program."""
-    from mneme_cc.build.toolchain import find_cuda_toolkit
+    from mneme_cc.drivers.toolchain import find_cuda_toolkit
 
     toolkit = find_cuda_toolkit()
     if toolkit is None:

@@ -22,7 +22,7 @@ SERVE = SAMPLES / "serve"
 @pytest.fixture(scope="module")
 def fake(tmp_path_factory) -> Path:
     """The stand-in driver and runtime, the application, and its embedded IR."""
-    from mneme_cc.build.toolchain import find_cuda_toolkit
+    from mneme_cc.drivers.toolchain import find_cuda_toolkit
 
     toolkit = find_cuda_toolkit()
     if toolkit is None:
@@ -185,7 +185,7 @@ def test_every_launch_api_is_served_but_launches_with_attributes(fake, tmp_path)
 def test_a_runtime_opened_with_rtld_local_is_found(fake, tmp_path):
     """A CUDA runtime that only a plugin opened with RTLD_LOCAL depends on (a
     Python extension's) is not next in the global scope; it still runs."""
-    from mneme_cc.build.toolchain import find_cuda_toolkit
+    from mneme_cc.drivers.toolchain import find_cuda_toolkit
 
     include = f"-I{find_cuda_toolkit() / 'include'}"
     run(["g++", "-shared", "-fPIC", "-std=c++17", include, str(SERVE / "plugin.cpp"), "-o",

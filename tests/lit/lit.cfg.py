@@ -1,4 +1,4 @@
-# lit configuration for the pass plugin's tests (run by tests/build/test_lit.py).
+# lit configuration for the pass plugin's tests (run by tests/drivers/test_lit.py).
 # ruff: noqa: F821  (lit provides `config`)
 import os
 import shutil

@@ -342,7 +342,7 @@ def test_recorder_exports_only_cuda_entry_points():
 
 def test_instance_module_is_the_kernels_ir(synthetic, tmp_path):
     """`inst.module`: the recorded IR through llvmlite, for analysis."""
-    from mneme_cc.build.embedded import read_embedded_modules
+    from mneme_cc.drivers.embedded import read_embedded_modules
 
     path, *_ = synthetic
     obj = tmp_path / "add.o"

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import EXAMPLES, run
 
-from mneme_cc.build.embedded import read_embedded_modules
+from mneme_cc.drivers.embedded import read_embedded_modules
 from mneme_cc.errors import UsageError
 from mneme_cc.replay.config import Pipeline, ReplayConfig
 from mneme_cc.replay.jit import KernelLaunch, compile_ptx

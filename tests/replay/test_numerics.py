@@ -230,7 +230,7 @@ def test_numerics_changes_name_what_differs_from_the_build():
 ])
 def test_malformed_codegen_in_a_binary_is_one_line(tmp_path, codegen, message):
     from mneme_cc import _native
-    from mneme_cc.build.embedded import read_embedded_modules
+    from mneme_cc.drivers.embedded import read_embedded_modules
 
     obj = tmp_path / "k.o"
     run(["mneme-cxx", "-c", str(EXAMPLES / "vector_add" / "vector_add.cu"), "-o", str(obj)])
@@ -272,7 +272,7 @@ def test_an_unknown_contraction_mode_is_refused():
 def test_file_names_from_a_binary_cannot_leave_the_directory():
     """A module's source and arch come from the binary: they never become a path."""
     from mneme_cc import _native
-    from mneme_cc.build.embedded import decode_records
+    from mneme_cc.drivers.embedded import decode_records
     from mneme_cc.cli.inspect_command import _file_names
 
     meta = {"arch": "/../../PWNED", "source": "../../x.cu", "triple": "nvptx64-nvidia-cuda",

@@ -264,7 +264,7 @@ def test_element_types_are_read_off_the_kernels_ir(tmp_path):
     """From a real mneme-cxx build: pointers used as one element type get it."""
     from conftest import EXAMPLES
 
-    from mneme_cc.build.embedded import read_embedded_modules
+    from mneme_cc.drivers.embedded import read_embedded_modules
     from mneme_cc.replay.dtypes import kernel_pointer_dtypes
 
     found = {}

@@ -23,9 +23,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mneme_cc.build import device_link, rdc_compile, rdc_link, toolchain
-from mneme_cc.build.invocation import OBJECT_SUFFIXES, TAKES_VALUE, Invocation, analyse
-from mneme_cc.build.rdc_link import OFFLOAD_SECTION
+from mneme_cc.drivers import device_link, rdc_compile, rdc_link, toolchain
+from mneme_cc.drivers.invocation import OBJECT_SUFFIXES, TAKES_VALUE, Invocation, analyse
+from mneme_cc.drivers.rdc_link import OFFLOAD_SECTION
 from mneme_cc.errors import MnemeError, UsageError
 
 
@@ -33,7 +33,7 @@ def _links_cuda_code(inv: Invocation) -> bool:
     """True if the link pulls in CUDA code, which needs the CUDA runtime."""
     if inv.cuda_inputs or inv.names_cudart:
         return True
-    from mneme_cc.build.elf import has_section
+    from mneme_cc.drivers.elf import has_section
 
     for path in rdc_link.link_inputs(inv.expanded_args, inv.inputs):
         if path.endswith(OBJECT_SUFFIXES) and Path(path).is_file():

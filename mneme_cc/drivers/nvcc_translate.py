@@ -6,8 +6,8 @@ import re
 import shlex
 from pathlib import Path
 
-from mneme_cc.build import invocation
-from mneme_cc.build.nvcc_options import (
+from mneme_cc.drivers import invocation
+from mneme_cc.drivers.nvcc_options import (
     _ADVICE,
     _ARCH,
     _CLANG_FLAGS,

@@ -18,7 +18,7 @@ import pytest
 from conftest import RDC, REACH_KERNELS, build_reach, check_device_link, inspect_json, run
 
 from mneme_cc import _native
-from mneme_cc.build import toolchain
+from mneme_cc.drivers import toolchain
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.cubin import compile_cubin, launches_kernels
 

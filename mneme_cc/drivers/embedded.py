@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mneme_cc.build.elf import elf_members, section_names_and_data
+from mneme_cc.drivers.elf import elf_members, section_names_and_data
 from mneme_cc.errors import BinaryFormatError
 
 SECTION = ".mneme_ir"

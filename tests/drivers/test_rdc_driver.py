@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import RDC, tool_env
 
-from mneme_cc.build import driver
+from mneme_cc.drivers import driver
 from mneme_cc.errors import UsageError
 
 SOURCES = [str(RDC / f"{name}.cu") for name in ("main", "integrate", "physics")]

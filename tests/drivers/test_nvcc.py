@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES, inspect_json, nvcc_wrapper, run, tool_env
 
-from mneme_cc.build import nvcc, nvcc_options, nvcc_translate, toolchain
+from mneme_cc.drivers import nvcc, nvcc_options, nvcc_translate, toolchain
 
 SAMPLE = SAMPLES / "nvcc"
 SAMPLE_KERNELS = {"_Z5saxpyfPKfPfi", "_Z9normalizePffi"}
@@ -186,7 +186,7 @@ def test_toolkit_headers_nvcc_adds():
 
 
 def test_rdc_compiles_draw_no_warning():
-    # Their objects carry IR like any other (tests/build/test_rdc.py).
+    # Their objects carry IR like any other (tests/drivers/test_rdc.py).
     assert not nvcc.translate(["-dc", "a.cu"]).warnings
     assert not nvcc.translate(["a.o", "b.o", "-o", "app"]).warnings
 
@@ -213,7 +213,7 @@ def test_the_full_command_goes_through_mneme_cxx():
 
 def nvcc_tool(args: list[str], tmp_path: Path, **kw):
     """The real module in a subprocess (from tmp_path, so the installed package is imported)."""
-    return run([sys.executable, "-m", "mneme_cc.build.nvcc", *args], cwd=tmp_path, check=False, **kw)
+    return run([sys.executable, "-m", "mneme_cc.drivers.nvcc", *args], cwd=tmp_path, check=False, **kw)
 
 
 def one_line_error(proc, *fragments: str) -> None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import filecmp
 import stat
+import sys
 
 import pytest
 from conftest import SAMPLES, run, tool_env
 
-from mneme_cc.build import driver, invocation, toolchain
+from mneme_cc.drivers import driver, invocation, toolchain
 
 HELLO = SAMPLES / "plain" / "hello.c"
 VARIANT = SAMPLES / "variant.cu"
@@ -173,3 +174,15 @@ def test_plugin_not_built(monkeypatch):
         driver.clang_command("c++", ["-c", "a.cu"])
     # Non-CUDA work does not need the plugin.
     assert driver.clang_command("c", ["-c", "m.c"])[1:] == ["-c", "m.c"]
+
+
+def test_the_old_package_name_still_imports_with_a_warning():
+    code = ("import warnings; warnings.simplefilter('error', DeprecationWarning)\n"
+            "try:\n    import mneme_cc.build\nexcept DeprecationWarning as w:\n    print(w)\n"
+            "warnings.simplefilter('ignore')\n"
+            "import mneme_cc.build.nvcc, mneme_cc.drivers.nvcc\n"
+            "from mneme_cc.build import read_embedded_modules\n"
+            "print(mneme_cc.build.nvcc is mneme_cc.drivers.nvcc)\n")
+    out = run([sys.executable, "-c", code]).stdout.splitlines()
+    assert out == ["mneme_cc.build is now mneme_cc.drivers; the old name goes in the next release",
+                   "True"]

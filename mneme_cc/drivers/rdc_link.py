@@ -20,8 +20,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from mneme_cc.build.elf import Member, elf_members, section_names_and_data
-from mneme_cc.build.embedded import SECTION, EmbeddedModule, decode_records
+from mneme_cc.drivers.elf import Member, elf_members, section_names_and_data
+from mneme_cc.drivers.embedded import SECTION, EmbeddedModule, decode_records
 from mneme_cc.errors import BinaryFormatError, MnemeError
 
 #: The section clang's offload driver puts device code in: what marks an

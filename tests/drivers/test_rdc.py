@@ -126,7 +126,7 @@ def test_the_linked_module_is_registered_at_start_up(tmp_path):
 
 
 def test_a_one_command_build_splits_into_compiles_and_a_link(tmp_path):
-    from mneme_cc.build import invocation, rdc_compile
+    from mneme_cc.drivers import invocation, rdc_compile
 
     args = ["-fgpu-rdc", "-O2", "-I", "inc", "a.cu", "-o", "app", "b.o", "-lm"]
     inv = invocation.analyse(args)
@@ -235,7 +235,7 @@ def test_a_static_library_named_twice(tmp_path):
 
 
 def test_repeated_archives_become_one_group(tmp_path):
-    from mneme_cc.build.rdc_link import without_repeated_archives
+    from mneme_cc.drivers.rdc_link import without_repeated_archives
 
     (tmp_path / "libx.a").write_bytes(b"!<arch>\n")
     lib = str(tmp_path / "libx.a")
@@ -250,7 +250,7 @@ def test_repeated_archives_become_one_group(tmp_path):
 def test_a_member_in_two_archives_is_linked_once(tmp_path):
     """The IR link pulls it once, as a linker would; the device link itself
     refuses the program (nvlink: multiple definition), with nvcc as well."""
-    from mneme_cc.build import rdc_link
+    from mneme_cc.drivers import rdc_link
 
     objects = compile_rdc(tmp_path)
     for lib in ("libphysics.a", "libphysics2.a"):
@@ -263,7 +263,7 @@ def test_a_member_in_two_archives_is_linked_once(tmp_path):
 
 
 def test_an_ir_link_that_fails_leaves_the_program_without_a_linked_module(tmp_path, capfd):
-    from mneme_cc.build import rdc_link, toolchain
+    from mneme_cc.drivers import rdc_link, toolchain
 
     objects = []
     for name, scale in (("a", "0.5f"), ("b", "0.25f")):

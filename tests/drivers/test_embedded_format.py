@@ -10,8 +10,8 @@ import pytest
 from conftest import SAMPLES, run
 
 from mneme_cc import _native
-from mneme_cc.build.elf import elf_members, section_names_and_data
-from mneme_cc.build.embedded import decode_records, read_embedded_modules
+from mneme_cc.drivers.elf import elf_members, section_names_and_data
+from mneme_cc.drivers.embedded import decode_records, read_embedded_modules
 from mneme_cc.errors import BinaryFormatError
 
 META = json.dumps({"arch": "sm_90", "source": "a.cu", "triple": "nvptx64-nvidia-cuda",

@@ -1,6 +1,6 @@
-"""Build: the drop-in drivers, toolchain discovery, and the IR they embed.
+"""Drivers: mneme-cc, mneme-cxx and mneme-nvcc, toolchain discovery, and the IR they embed.
 
-    from mneme_cc.build import read_embedded_modules
+    from mneme_cc.drivers import read_embedded_modules
     for module in read_embedded_modules("app"):
         print(module.arch, [k.demangled for k in module.kernels])
 
@@ -23,5 +23,5 @@ def __getattr__(name: str):
     if name in _HOME:
         import importlib
 
-        return getattr(importlib.import_module(f"mneme_cc.build.{_HOME[name]}"), name)
+        return getattr(importlib.import_module(f"mneme_cc.drivers.{_HOME[name]}"), name)
     raise AttributeError(name)

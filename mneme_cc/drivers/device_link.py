@@ -24,10 +24,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from mneme_cc.build import rdc_link, toolchain
-from mneme_cc.build.elf import elf_members, section_names_and_data
-from mneme_cc.build.invocation import Invocation, analyse
-from mneme_cc.build.rdc_link import OFFLOAD_SECTION
+from mneme_cc.drivers import rdc_link, toolchain
+from mneme_cc.drivers.elf import elf_members, section_names_and_data
+from mneme_cc.drivers.invocation import Invocation, analyse
+from mneme_cc.drivers.rdc_link import OFFLOAD_SECTION
 from mneme_cc.errors import BinaryFormatError, MnemeError
 
 #: The section of the device link's mark: an object with it has been

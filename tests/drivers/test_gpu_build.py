@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from conftest import MULTI, build_print_hook, run, tool_env
 
-from mneme_cc.build import toolchain
+from mneme_cc.drivers import toolchain
 
 N = 100000
 

@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mneme_cc.build import toolchain
+from mneme_cc.drivers import toolchain
 from mneme_cc.errors import ToolchainError
 
 
