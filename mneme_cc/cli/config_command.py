@@ -31,8 +31,8 @@ def _script(name: str) -> str:
 
 
 def value_of(what: What) -> str:
-    from mneme_cc.drivers import toolchain
     from mneme_cc.build_info import PACKAGE_DIR, build_info
+    from mneme_cc.drivers import toolchain
 
     if what is What.cc:
         return _script("mneme-cc")

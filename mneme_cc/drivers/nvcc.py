@@ -26,10 +26,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from mneme_cc.build_info import PACKAGE_DIR
 from mneme_cc.drivers import driver, invocation, nvcc_identity, toolchain
 from mneme_cc.drivers.nvcc_options import _SOURCE_SUFFIXES, LENIENCY, QUIET, TOOL, NvccError, Translation
 from mneme_cc.drivers.nvcc_translate import read_command_line
-from mneme_cc.build_info import PACKAGE_DIR
 from mneme_cc.errors import MnemeError
 
 #: nvcc's host overloads of min and max, which clang's CUDA headers lack.

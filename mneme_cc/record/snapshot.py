@@ -10,14 +10,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from mneme_cc.errors import RecordDBError
 
-if TYPE_CHECKING:
-    from mneme_cc.record.db import RecordDB
+
+class ChunkStore(Protocol):
+    """Where a snapshot's chunks are read from (a RecordDB)."""
+
+    def read_chunk(self, digest: str) -> bytes: ...
 
 #: Region kinds, as the store numbers them.
 ALLOCATION, GLOBAL, ARGUMENTS, IMAGE = 0, 1, 2, 3
@@ -42,7 +45,7 @@ class Region:
     size: int
     chunk_size: int
     chunks: dict[int, str]  # chunk index -> content hash
-    _db: RecordDB = field(repr=False)
+    _db: ChunkStore = field(repr=False)
     _base: Region | None = field(default=None, repr=False)  # an epilogue's prologue
 
     @property
@@ -73,7 +76,7 @@ class Region:
 class Snapshot:
     """A prologue or epilogue: the regions of device state around one launch."""
 
-    def __init__(self, db: RecordDB, path: Path, base: Snapshot | None = None):
+    def __init__(self, db: ChunkStore, path: Path, base: Snapshot | None = None):
         try:
             raw = native().read_state(str(path))
         except ValueError as exc:

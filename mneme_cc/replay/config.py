@@ -11,13 +11,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mneme_cc.errors import UsageError
-from mneme_cc.replay.numerics import clang_tuning
+from mneme_cc.replay.pipeline import Pipeline, clang_tuning
 
 Dim3 = tuple[int, int, int]
 BASELINES = ("original", "ir")
@@ -33,36 +32,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    """A pipeline string: `default<O0..O3>`, `none` (no pass: bisection's start), or
-    a comma list of pass names (checked against LLVM by replay.llvm.pipeline_of)."""
-
-    level: int | None          # default<O{level}>, or None for a pass list
-    passes: tuple[str, ...] = ()
-
-    @classmethod
-    def parse(cls, text: str) -> Pipeline:
-        if not isinstance(text, str):
-            raise UsageError(f"pipeline must be a string such as default<O3>, not {text!r}")
-        text = text.strip()
-        m = re.fullmatch(r"default<O([0-3])>", text)
-        if m:
-            return cls(int(m.group(1)))
-        if text == "none":
-            return cls(None, ())
-        passes = tuple(p.strip() for p in text.split(",") if p.strip())
-        if not passes:
-            raise UsageError(f"pipeline '{text}' names no pass; use default<O0>..default<O3>, "
-                             "none, or a comma list of pass names")
-        return cls(None, passes)
-
-    def __str__(self) -> str:
-        if self.level is not None:
-            return f"default<O{self.level}>"
-        return ",".join(self.passes) or "none"
 
 
 def _dim3(value: Any, name: str) -> Dim3 | None:

@@ -27,6 +27,7 @@ from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.llvm import llvm_binding, named_passes, pipeline_of
 from mneme_cc.replay.mutations import MUTATIONS
 from mneme_cc.replay.numerics import Codegen
+from mneme_cc.replay.pipeline import clang_tuning
 
 
 @dataclass
@@ -146,7 +147,7 @@ def _optimize(llvm, module, machine, config, kernel: str):
     pipeline = pipeline_of(config.pipeline)
     if pipeline.level is not None:
         options = llvm.create_pipeline_tuning_options(speed_level=pipeline.level)
-        for name, value in {**numerics.clang_tuning(pipeline.level), **config.tuning}.items():
+        for name, value in {**clang_tuning(pipeline.level), **config.tuning}.items():
             setattr(options, name, value)
         builder = llvm.create_pass_builder(machine, options)
         builder.getModulePassManager().run(module, builder)

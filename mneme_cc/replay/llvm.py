@@ -6,8 +6,8 @@ from __future__ import annotations
 import functools
 
 from mneme_cc.errors import UsageError
-from mneme_cc.replay.config import Pipeline
 from mneme_cc.replay.mutations import MUTATIONS
+from mneme_cc.replay.pipeline import Pipeline
 
 
 @functools.cache

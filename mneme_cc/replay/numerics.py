@@ -30,21 +30,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mneme_cc.replay import irtext
+from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.replay.llvm import llvm_binding
+from mneme_cc.replay.pipeline import clang_tuning
 
 CONTRACT_MODES = ("fast", "on", "off")
 #: Recorded modes as the back end applies them (fast-honor-pragmas leaves
 #: contraction to the IR's flags, like on).
 _BACKEND_MODE = {"fast": "fast", "fast-honor-pragmas": "on", "on": "on", "off": "off"}
 OPT_LEVELS = ("0", "1", "2", "3", "s", "z")
-
-
-def clang_tuning(level: int) -> dict[str, bool]:
-    """clang's pipeline tuning options at -O{level}: unrolling and
-    interleaving from -O2 (`-funroll-loops`' default), loop and SLP
-    vectorization from -O2 (`-vectorize-loops`, `-vectorize-slp`)."""
-    on = level >= 2
-    return {"loop_unrolling": on, "loop_interleaving": on, "loop_vectorization": on,
-            "slp_vectorization": on}
 
 
 @dataclass(frozen=True)
@@ -123,8 +117,6 @@ class Codegen:
         """
         if meta and meta.get("codegen") is not None:
             return cls.from_metadata(meta)
-        from mneme_cc.replay.llvm import llvm_binding
-
         try:
             text = str(llvm_binding().parse_bitcode(bitcode))
         except RuntimeError as exc:
@@ -154,10 +146,8 @@ class Codegen:
         """Whether the build let anything fuse multiply-adds."""
         return self.contract != "off"
 
-    def baseline_config(self, **run: Any):
+    def baseline_config(self, **run: Any) -> ReplayConfig:
         """The ReplayConfig that compiles the IR as the application's build did."""
-        from mneme_cc.replay.config import ReplayConfig
-
         tuning = {"loop_unrolling": self.loop_unrolling, "loop_interleaving": self.loop_unrolling,
                   "loop_vectorization": self.loop_vectorization,
                   "slp_vectorization": self.slp_vectorization}

@@ -14,7 +14,7 @@ __all__ = ["ReplayExecutor", "SearchSpace", "StudyDir", "TrialResult", "TuneSett
            "export_dataset", "load_space", "need_optuna"]
 
 _HOME = {"ReplayExecutor": "executor", "TrialResult": "executor", "SearchSpace": "space",
-         "load_space": "space", "StudyDir": "study_dir", "TuneSettings": "settings",
+         "load_space": "presets", "StudyDir": "study_dir", "TuneSettings": "settings",
          "Tuner": "tuner", "export_dataset": "dataset"}
 
 

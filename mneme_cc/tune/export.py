@@ -20,7 +20,8 @@ from typing import Any
 
 from mneme_cc.errors import UsageError
 from mneme_cc.fileio import locked, read_json_object, write_text_atomic
-from mneme_cc.replay.config import Pipeline, ReplayConfig
+from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.replay.pipeline import Pipeline
 
 MNEME_FORMAT = {"format": "mneme-tuned-kernels", "version": 1}
 #: The compile fields a PROTEUS_TUNED_KERNELS entry carries; any other one

@@ -19,11 +19,9 @@ stay within real limits:
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from mneme_cc.errors import UsageError
@@ -292,42 +290,3 @@ class Geometry(SearchSpace):
 
 class GridStrideGeometry(Geometry):
     grid_stride = True
-
-
-PRESETS: dict[str, list[type[SearchSpace]]] = {
-    "quick": [Pipelines, Specialization],
-    "standard": [Pipelines, Specialization, LaunchBounds, Ptxas],
-    # What a PROTEUS_TUNED_KERNELS entry can carry: no ptxas options, no geometry.
-    "proteus": [Pipelines, Specialization, LaunchBounds],
-    "full": [Pipelines, TuningOptions, Specialization, LaunchBounds, Ptxas, Geometry],
-    "geometry": [Geometry],
-    "grid-stride": [GridStrideGeometry],
-}
-
-
-def load_space(spec: str, instance, props: DeviceProperties) -> SearchSpace:
-    """A preset name, `a,b` preset parts, or `path.py:Class`."""
-    if ":" in spec and spec.split(":")[0].endswith(".py"):
-        path, _, name = spec.partition(":")
-        if not Path(path).is_file():
-            raise UsageError(f"--space {spec}: {path} does not exist")
-        module_spec = importlib.util.spec_from_file_location(f"mneme_space_{Path(path).stem}",
-                                                             path)
-        module = importlib.util.module_from_spec(module_spec)
-        try:
-            module_spec.loader.exec_module(module)
-        except Exception as exc:  # noqa: BLE001 - the user's file: say what went wrong
-            raise UsageError(f"--space {spec}: {path} failed to load: "
-                             f"{type(exc).__name__}: {exc}") from None
-        cls = getattr(module, name, None)
-        if not (isinstance(cls, type) and issubclass(cls, SearchSpace)):
-            raise UsageError(f"--space {spec}: {path} has no SearchSpace subclass {name}")
-        return cls(instance, props)
-    if spec == "auto":
-        from mneme_cc.tune.auto import Auto
-
-        return Auto(instance, props)
-    if spec not in PRESETS:
-        raise UsageError(f"unknown space '{spec}': use one of auto, {', '.join(PRESETS)} or "
-                         "path.py:Class")
-    return Combined(instance, props, PRESETS[spec])

@@ -31,10 +31,11 @@ from mneme_cc.tune.executor import ReplayExecutor, TrialResult
 from mneme_cc.tune.exhaustive import is_queued, queue_combinations
 from mneme_cc.tune.feasibility import FaultingGeometries, Need, infeasible
 from mneme_cc.tune.ownership import reclaim_stale, this_process
+from mneme_cc.tune.presets import load_space
 from mneme_cc.tune.properties import DeviceProperties
 from mneme_cc.tune.samplers import OBJECTIVES, make_sampler
 from mneme_cc.tune.settings import TuneSettings, study_timed_launches, timed_launches
-from mneme_cc.tune.space import SearchSpace, load_space
+from mneme_cc.tune.space import SearchSpace
 from mneme_cc.tune.storage import describe, open_storage
 from mneme_cc.tune.study_dir import StudyDir
 

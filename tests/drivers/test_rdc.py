@@ -8,8 +8,16 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import (RDC, build_print_hook, build_rdc_sample, check_device_link, inspect_json,
-                      nvcc_wrapper, run, tool_env)
+from conftest import (
+    RDC,
+    build_print_hook,
+    build_rdc_sample,
+    check_device_link,
+    inspect_json,
+    nvcc_wrapper,
+    run,
+    tool_env,
+)
 
 SAMPLE = RDC
 KERNELS = {"_Z4initPfS_i", "_Z9integratePfS_if"}

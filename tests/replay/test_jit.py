@@ -14,10 +14,11 @@ from conftest import EXAMPLES, run
 
 from mneme_cc.drivers.embedded import read_embedded_modules
 from mneme_cc.errors import UsageError
-from mneme_cc.replay.config import Pipeline, ReplayConfig
+from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.jit import KernelLaunch, compile_ptx
 from mneme_cc.replay.llvm import llvm_binding, pipeline_of
 from mneme_cc.replay.numerics import Codegen
+from mneme_cc.replay.pipeline import Pipeline
 
 KERNEL = "_Z10vector_addPKfS0_Pfi"
 N = 1000000

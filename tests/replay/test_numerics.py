@@ -272,8 +272,8 @@ def test_an_unknown_contraction_mode_is_refused():
 def test_file_names_from_a_binary_cannot_leave_the_directory():
     """A module's source and arch come from the binary: they never become a path."""
     from mneme_cc import _native
-    from mneme_cc.drivers.embedded import decode_records
     from mneme_cc.cli.inspect_command import _file_names
+    from mneme_cc.drivers.embedded import decode_records
 
     meta = {"arch": "/../../PWNED", "source": "../../x.cu", "triple": "nvptx64-nvidia-cuda",
             "kernels": [], "globals": []}

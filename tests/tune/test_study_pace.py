@@ -8,7 +8,8 @@ import optuna
 from tune_doubles import H100
 
 from mneme_cc.tune.neighbours import WARM_UP, LocalSteps, neighbour
-from mneme_cc.tune.space import Categorical, Int, Real, SearchSpace, load_space
+from mneme_cc.tune.presets import load_space
+from mneme_cc.tune.space import Categorical, Int, Real, SearchSpace
 
 
 class Conditional(SearchSpace):

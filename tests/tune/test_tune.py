@@ -21,6 +21,7 @@ from mneme_cc.errors import UsageError
 from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.tune.export import export, proteus_entry
+from mneme_cc.tune.presets import load_space
 from mneme_cc.tune.samplers import make_sampler, parse_objectives
 from mneme_cc.tune.space import (
     Categorical,
@@ -31,7 +32,6 @@ from mneme_cc.tune.space import (
     SearchSpace,
     Specialization,
     TuningOptions,
-    load_space,
     pick,
 )
 from mneme_cc.tune.storage import open_storage
