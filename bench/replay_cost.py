@@ -21,7 +21,7 @@ from pathlib import Path
 
 from mneme_cc.record.db import RecordDB
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.replayer import Replayer
+from mneme_cc.replay.running.replayer import Replayer
 
 STAGES = ("parse", "transform", "optimize", "codegen", "ptxas", "load", "restore", "launch",
           "verify", "time")

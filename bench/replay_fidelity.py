@@ -21,7 +21,7 @@ from pathlib import Path
 
 from mneme_cc.record.db import RecordDB
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.replayer import Replayer
+from mneme_cc.replay.running.replayer import Replayer
 
 # Sizes at which kernels run for tens of microseconds or more; the recorder's
 # in-app figure is one launch, and shorter kernels vary by more than 5%.

@@ -20,7 +20,7 @@ def shape(dims) -> str:
 def determinism(inst) -> dict:
     """What replay found: unknown (never checked), deterministic, or
     nondeterministic with each buffer's spread between identical runs."""
-    from mneme_cc.replay.nondeterminism import load
+    from mneme_cc.replay.judging.nondeterminism import load
 
     found = load(inst)
     if found is None:

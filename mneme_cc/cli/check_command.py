@@ -1,4 +1,4 @@
-"""`mneme check -rdb DIR`: the fidelity audit (mneme_cc.replay.audit)."""
+"""`mneme check -rdb DIR`: the fidelity audit (mneme_cc.replay.judging.audit)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def check(
     from mneme_cc.errors import UsageError
     from mneme_cc.record.db import RecordDB
     from mneme_cc.replay import outcome as oc
-    from mneme_cc.replay.audit import check_instance
+    from mneme_cc.replay.judging.audit import check_instance
 
     if iterations < 1:
         raise UsageError("--iterations must be at least 1")

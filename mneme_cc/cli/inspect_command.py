@@ -19,7 +19,7 @@ EXIT_NO_IR = 1
 def _codegen(module):
     """The module's recorded code-generation options (inferred for an older record)."""
     from mneme_cc.errors import BinaryFormatError
-    from mneme_cc.replay.numerics import Codegen
+    from mneme_cc.replay.compiling.numerics import Codegen
 
     try:
         return Codegen.from_module(module.metadata, module.bitcode)
@@ -71,7 +71,7 @@ def _write_ptx(modules, directory: Path) -> list[Path]:
     """Writes `<source-stem>.<arch>.ptx` per module: the whole module compiled
     as replay compiles it at the recorded settings."""
     from mneme_cc.errors import UsageError
-    from mneme_cc.replay.jit import compile_ptx
+    from mneme_cc.replay.compiling.jit import compile_ptx
 
     directory.mkdir(parents=True, exist_ok=True)
     written = []

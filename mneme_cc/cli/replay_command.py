@@ -116,7 +116,7 @@ def replay(
 ) -> None:
     """Replay one recorded instance under a configuration: verify it, time it."""
     from mneme_cc.replay.config import ReplayConfig
-    from mneme_cc.replay.replayer import Replayer
+    from mneme_cc.replay.running.replayer import Replayer
 
     config = ReplayConfig.load(config_file) if config_file is not None else ReplayConfig(
         grid=_dims(grid, "--grid"), block=_dims(block, "--block"),
@@ -149,7 +149,7 @@ def _check_early(config, emit: Optional[Path]) -> None:
     from mneme_cc.errors import UsageError
 
     if config.baseline is None:
-        from mneme_cc.replay.llvm import pipeline_of
+        from mneme_cc.replay.compiling.llvm import pipeline_of
 
         pipeline_of(config.pipeline)
     if emit is not None and config.baseline == "original":

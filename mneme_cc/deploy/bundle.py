@@ -186,7 +186,7 @@ def load_bundle(path: str | Path) -> Bundle:
 def write_bundle(path: Path, chosen: list[tuple[dict[str, Any], Any, Any]], arch_of) -> list:
     """Writes the bundle for the chosen (best record, ReplayConfig, instance) triples;
     `arch_of(record)` is the GPU arch to compile for. Returns the entries."""
-    from mneme_cc.replay.compiler import compile_instance
+    from mneme_cc.replay.compiling.compiler import compile_instance
 
     if path.exists() and not path.is_dir():
         raise UsageError(f"{path}: exists and is not a directory")

@@ -123,7 +123,7 @@ class Instance:
     @property
     def fidelity_path(self) -> Path:
         """`fidelity/<instance>.json`: what replay found out about this
-        instance's determinism (mneme_cc.replay.nondeterminism)."""
+        instance's determinism (mneme_cc.replay.judging.nondeterminism)."""
         return self.db.path / "fidelity" / f"{self.name}.json"
 
     def fidelity(self) -> dict[str, Any] | None:

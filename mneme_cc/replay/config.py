@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mneme_cc.errors import UsageError
-from mneme_cc.replay.pipeline import Pipeline, clang_tuning
+from mneme_cc.replay.compiling.pipeline import Pipeline, clang_tuning
 
 Dim3 = tuple[int, int, int]
 BASELINES = ("original", "ir")
@@ -64,7 +64,7 @@ class ReplayConfig:
     min_blocks_per_sm: int | None = None    # with launch_bounds
     fp_reassociate: bool = False            # `reassoc nsz` on every fadd/fsub/fmul
     # The back end's multiply-add contraction: "fast", "on" or "off"; None
-    # keeps the application's build's (mneme_cc.replay.numerics).
+    # keeps the application's build's (mneme_cc.replay.compiling.numerics).
     fp_contract: str | None = None
     pin_contraction: bool = False           # unfused f32/f64 add/sub/mul as .rn for ptxas
     # Debug information (from -g, -gline-tables-only builds) is stripped: ptxas

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mneme_cc.replay import outcome as oc
-from mneme_cc.replay.compiler import CompiledKernel
+from mneme_cc.replay.compiling.compiler import CompiledKernel
+from mneme_cc.replay.compiling.cubin import Resources
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.cubin import Resources
-from mneme_cc.replay.verify import Mismatch
+from mneme_cc.replay.judging.verify import Mismatch
 
 
 @dataclass

@@ -4,7 +4,7 @@ Given a configuration whose replay fails verification against the recorded
 epilogue, every step below is a real replay, verified the same way:
 
 0. Numerics. When the configuration changes the build's numerics
-   (mneme_cc.replay.numerics: contraction mode, reassociation, ptxas's or the
+   (mneme_cc.replay.compiling.numerics: contraction mode, reassociation, ptxas's or the
    code generator's level against the build's), each such setting is put
    back as the build had it, alone; the one that makes it verify is named.
    A difference that only the pipeline's level explains is named too, as
@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mneme_cc.errors import UsageError
-from mneme_cc.replay import irtext
+from mneme_cc.replay.compiling import irtext
+from mneme_cc.replay.compiling.llvm import pipeline_of
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.device import DeviceError
-from mneme_cc.replay.llvm import pipeline_of
+from mneme_cc.replay.running.device import DeviceError
 
 _BISECT_LINE = re.compile(r"BISECT: (?:NOT )?running pass \((\d+)\) (.+?) on (.+)$")
 
@@ -69,7 +69,7 @@ class Bisector:
     # -- one verified replay per question -----------------------------------
 
     def _open(self):
-        from mneme_cc.replay.replayer import Replayer
+        from mneme_cc.replay.running.replayer import Replayer
 
         if self.replayer is None:
             replayer = Replayer(self.instance, self.device, self.cache_dir)
@@ -93,7 +93,7 @@ class Bisector:
         return verified
 
     def _compile(self, config: ReplayConfig):
-        from mneme_cc.replay.compiler import compile_instance
+        from mneme_cc.replay.compiling.compiler import compile_instance
 
         return compile_instance(self.instance, config, self._open().device.arch, self.cache_dir)
 
@@ -118,7 +118,7 @@ class Bisector:
 
     def _numerics(self) -> Finding | None:
         """Stage 0: a setting that changes the build's numerics, put back alone."""
-        from mneme_cc.replay.numerics import changes, codegen_of
+        from mneme_cc.replay.compiling.numerics import changes, codegen_of
 
         kernel = self.instance.db.kernel(self.instance.static_hash)
         if not kernel.has_ir:

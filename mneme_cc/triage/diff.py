@@ -18,8 +18,8 @@ import numpy as np
 
 from mneme_cc.errors import RecordDBError, UsageError
 from mneme_cc.record.db import ALLOCATION, GLOBAL, Instance, RecordDB
-from mneme_cc.replay.compare import BufferDiff, diff_buffer, dtype_named
 from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.replay.judging.compare import BufferDiff, diff_buffer, dtype_named
 from mneme_cc.replay.output import open_output
 
 
@@ -59,7 +59,7 @@ def replayed_sides(inst: Instance, configs: list[tuple[str, ReplayConfig]], scra
     """Replays each (label, config) now, the instance restored once; the state
     after each first launch is a side, saved under scratch (which the caller
     removes once the sides have been read)."""
-    from mneme_cc.replay.replayer import Replayer
+    from mneme_cc.replay.running.replayer import Replayer
 
     sides = []
     with Replayer(inst, device=device) as replayer:
@@ -96,11 +96,11 @@ def resolve_dtypes(inst: Instance | None, spec: str | None,
     """Buffer name -> dtype. Most specific first: --dtype KEY=dtype, the sides'
     verification policies, --dtype's default, the kernel's IR (pointer
     parameters used as one element type)."""
-    from mneme_cc.replay.verify import policies_for
+    from mneme_cc.replay.judging.verify import policies_for
 
     default, per_key = parse_dtypes(spec)
     out: dict[str, str] = {}
-    from mneme_cc.replay.dtypes import argument_dtypes
+    from mneme_cc.replay.judging.dtypes import argument_dtypes
 
     keyed: dict[str, Any] = {} if default or inst is None else argument_dtypes(inst)
     for config in configs:

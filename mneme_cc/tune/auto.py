@@ -41,7 +41,7 @@ class Auto(SearchSpace):
         kernel = instance.db.kernel(instance.static_hash)
         self.level = 3
         if kernel.has_ir:
-            from mneme_cc.replay.numerics import codegen_of
+            from mneme_cc.replay.compiling.numerics import codegen_of
 
             level = codegen_of(kernel).opt_level  # "0".."3", "s", "z"
             self.level = min(3, max(1, int(level))) if level.isdigit() else 2

@@ -20,8 +20,8 @@ from typing import Any
 
 from mneme_cc.errors import UsageError
 from mneme_cc.fileio import locked, read_json_object, write_text_atomic
+from mneme_cc.replay.compiling.pipeline import Pipeline
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.pipeline import Pipeline
 
 MNEME_FORMAT = {"format": "mneme-tuned-kernels", "version": 1}
 #: The compile fields a PROTEUS_TUNED_KERNELS entry carries; any other one
@@ -183,7 +183,7 @@ def annotation_hint(kernel: str, args, best_path: Path) -> dict[str, Any]:
     where = "its definition"
     try:
         from mneme_cc.record import RecordDB
-        from mneme_cc.replay.llvm import llvm_binding
+        from mneme_cc.replay.compiling.llvm import llvm_binding
 
         db = RecordDB(best_path.resolve().parents[2])
         text = str(llvm_binding().parse_bitcode(db.kernel(kernel).bitcode()))

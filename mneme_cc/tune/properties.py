@@ -20,7 +20,7 @@ class DeviceProperties:
     @classmethod
     def query(cls, ordinal: int = 0) -> DeviceProperties:
         """The properties of GPU `ordinal`, read through the device layer."""
-        from mneme_cc.replay import device as dev
+        from mneme_cc.replay.running import device as dev
 
         gpu = dev.Device(ordinal)
         try:

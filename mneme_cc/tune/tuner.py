@@ -22,9 +22,9 @@ from typing import Any
 
 from mneme_cc.errors import UsageError
 from mneme_cc.replay import outcome as oc
-from mneme_cc.replay.compiler import application_assembler
+from mneme_cc.replay.compiling.compiler import application_assembler
+from mneme_cc.replay.compiling.numerics import codegen_of, for_bitwise_study
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.numerics import codegen_of, for_bitwise_study
 from mneme_cc.tune import need_optuna, neighbours
 from mneme_cc.tune import verdict as verdicts
 from mneme_cc.tune.executor import ReplayExecutor, TrialResult
@@ -59,7 +59,7 @@ class Tuner:
         self.space.run = {"iterations": iterations, "warmup": warmup}
         self.space.changes_numerics = settings.allow_numerics_change
         if settings.verify:
-            from mneme_cc.replay.verify import policies_for
+            from mneme_cc.replay.judging.verify import policies_for
 
             # A policy naming no buffer of this instance is an error before any study exists.
             policies_for(settings.verify, instance.params, instance.args,

@@ -45,8 +45,8 @@ def _messages(conn) -> Iterator[Any]:
 def _compile_main(conn, db_path: str, name: str, cache_dir: str | None) -> None:
     """A compile process: imports LLVM and reads the instance once, then
     compiles into the disk cache what arrives; answers (error or "", seconds)."""
-    from mneme_cc.replay.compiler import compile_instance
-    from mneme_cc.replay.llvm import llvm_binding
+    from mneme_cc.replay.compiling.compiler import compile_instance
+    from mneme_cc.replay.compiling.llvm import llvm_binding
 
     try:
         llvm_binding()
@@ -81,8 +81,8 @@ def _replay_to_dict(result) -> dict[str, Any]:
 
 def _gpu_main(conn, db_path: str, name: str, cache_dir: str | None, ordinal: int) -> None:
     """A GPU worker: restore the instance once, then replay what arrives."""
-    from mneme_cc.replay.device import DeviceError
-    from mneme_cc.replay.replayer import Replayer
+    from mneme_cc.replay.running.device import DeviceError
+    from mneme_cc.replay.running.replayer import Replayer
 
     try:
         replayer = Replayer(_instance(db_path, name), device=ordinal, cache_dir=cache_dir)

@@ -19,7 +19,7 @@ from conftest import RDC_BUILDS, build_rdc_sample, run
 
 from mneme_cc.record.db import RecordDB
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.replayer import Replayer
+from mneme_cc.replay.running.replayer import Replayer
 
 pytestmark = pytest.mark.gpu
 

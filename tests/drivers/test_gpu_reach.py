@@ -18,7 +18,7 @@ from conftest import REACH_KERNELS, REACH_PROGRAMS, build_reach, run, tool_env
 
 from mneme_cc.record.db import RecordDB
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.replayer import Replayer
+from mneme_cc.replay.running.replayer import Replayer
 
 pytestmark = pytest.mark.gpu
 

@@ -19,8 +19,8 @@ from conftest import RDC, REACH_KERNELS, build_reach, check_device_link, inspect
 
 from mneme_cc import _native
 from mneme_cc.drivers import toolchain
+from mneme_cc.replay.compiling.cubin import compile_cubin, launches_kernels
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.cubin import compile_cubin, launches_kernels
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from mneme_cc.errors import UsageError
-from mneme_cc.replay.assembler import _ptxas_version, assembler_for, image_ptxas_version
+from mneme_cc.replay.compiling.assembler import _ptxas_version, assembler_for, image_ptxas_version
+from mneme_cc.replay.compiling.cubin import compile_cubin
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.cubin import compile_cubin
 
 PTXAS = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
 pytestmark = pytest.mark.skipif(not Path(PTXAS).is_file(), reason="no CUDA toolkit ptxas")
@@ -75,9 +75,9 @@ def test_ptxas_assembles_with_the_configs_options_and_reports_resources():
 
 
 def test_the_compile_cache_keeps_assemblers_apart():
-    from mneme_cc.replay.compiler import cache_key
-    from mneme_cc.replay.jit import KernelLaunch
-    from mneme_cc.replay.numerics import Codegen
+    from mneme_cc.replay.compiling.compiler import cache_key
+    from mneme_cc.replay.compiling.jit import KernelLaunch
+    from mneme_cc.replay.compiling.numerics import Codegen
 
     launch = KernelLaunch("scale", (1, 1, 1), (32, 1, 1), b"\0" * 12, ((0, 8), (8, 4)))
     keys = {cache_key("ab" * 32, launch, ReplayConfig(), "sm_90", Codegen(), name)

@@ -12,7 +12,7 @@ from conftest import FLAG_MATRIX, MATRIX_EXAMPLES, run, tool_env
 
 from mneme_cc.record.db import RecordDB
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.replayer import Replayer
+from mneme_cc.replay.running.replayer import Replayer
 
 pytestmark = pytest.mark.gpu
 

@@ -15,7 +15,7 @@ from conftest import ARGS, EXAMPLE_NAMES, run, tool_env
 
 from mneme_cc.record.db import RecordDB
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.replayer import Replayer
+from mneme_cc.replay.running.replayer import Replayer
 
 pytestmark = pytest.mark.gpu
 
@@ -142,7 +142,7 @@ def test_an_older_gpu_than_recorded_is_exit_2(example_binaries, tmp_path):
 
 
 def test_a_window_already_taken_is_a_clear_error(example_binaries, tmp_path):
-    from mneme_cc.replay import device as dev
+    from mneme_cc.replay.running import device as dev
 
     db_path = tmp_path / "db"
     run(["mneme", "record", "-rdb", str(db_path), "--", str(example_binaries / "vector_add")])
@@ -168,8 +168,8 @@ def test_a_window_already_taken_is_a_clear_error(example_binaries, tmp_path):
 @pytest.mark.parametrize("size,offset", [(1 << 20, 0), (1000003, 0), (4096, 3), (15, 0)])
 def test_the_device_comparer_counts_like_numpy(size, offset):
     """The 16-byte and byte kernels together find every differing byte and the first."""
-    from mneme_cc.replay import device as dev
-    from mneme_cc.replay.gpu_compare import GpuComparer
+    from mneme_cc.replay.judging.gpu_compare import GpuComparer
+    from mneme_cc.replay.running import device as dev
 
     rng = np.random.default_rng(size)
     a = rng.integers(0, 256, size, dtype=np.uint8)

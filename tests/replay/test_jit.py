@@ -14,11 +14,11 @@ from conftest import EXAMPLES, run
 
 from mneme_cc.drivers.embedded import read_embedded_modules
 from mneme_cc.errors import UsageError
+from mneme_cc.replay.compiling.jit import KernelLaunch, compile_ptx
+from mneme_cc.replay.compiling.llvm import llvm_binding, pipeline_of
+from mneme_cc.replay.compiling.numerics import Codegen
+from mneme_cc.replay.compiling.pipeline import Pipeline
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.jit import KernelLaunch, compile_ptx
-from mneme_cc.replay.llvm import llvm_binding, pipeline_of
-from mneme_cc.replay.numerics import Codegen
-from mneme_cc.replay.pipeline import Pipeline
 
 KERNEL = "_Z10vector_addPKfS0_Pfi"
 N = 1000000
@@ -169,7 +169,7 @@ def test_floating_point_scalars_specialise(tmp_path):
 
 def test_ptxas_options_and_resources(tmp_path):
     """nvJitLink runs here without a GPU: ptxas options show in the resources."""
-    from mneme_cc.replay.cubin import compile_cubin
+    from mneme_cc.replay.compiling.cubin import compile_cubin
 
     obj = tmp_path / "cg.o"
     run(["mneme-cxx", "-O3", f"-I{EXAMPLES / 'common'}", "-c", str(EXAMPLES / "cg" / "cg.cu"),
@@ -185,7 +185,7 @@ def test_ptxas_options_and_resources(tmp_path):
 
 
 def test_compile_cache_hits_and_misses(bitcode, tmp_path):
-    from mneme_cc.replay.compiler import compile_kernel
+    from mneme_cc.replay.compiling.compiler import compile_kernel
 
     def compile_(config):
         return compile_kernel(bitcode, "irhash", LAUNCH, config, "sm_90", CODEGEN, cache_dir=tmp_path)
@@ -230,7 +230,7 @@ def test_compile_cache_hits_and_misses(bitcode, tmp_path):
     "536 bytes cmem[0], 16 bytes lmem\n",
 ])
 def test_resource_reports_of_both_formats(log):
-    from mneme_cc.replay.cubin import parse_resources
+    from mneme_cc.replay.compiling.cubin import parse_resources
 
     r = parse_resources(log, "k")
     assert (r.registers, r.local_bytes, r.shared_bytes, r.constant_bytes) == (40, 16, 1024, 536)
@@ -238,9 +238,9 @@ def test_resource_reports_of_both_formats(log):
 
 def test_the_device_compare_kernels_compile():
     """Verification's compare kernels go through the same llvmlite + nvJitLink path."""
-    from mneme_cc.replay.cubin import compile_cubin
-    from mneme_cc.replay.gpu_compare import BYTES, COMPARE_IR, VECTORS
-    from mneme_cc.replay.llvm import llvm_binding
+    from mneme_cc.replay.compiling.cubin import compile_cubin
+    from mneme_cc.replay.compiling.llvm import llvm_binding
+    from mneme_cc.replay.judging.gpu_compare import BYTES, COMPARE_IR, VECTORS
 
     llvm = llvm_binding()
     module = llvm.parse_assembly(COMPARE_IR)
@@ -301,7 +301,7 @@ def test_fp_reassociation_flags_every_float_operation(bitcode):
 def test_debug_builds_compile_at_every_ptxas_level(tmp_path, flags):
     """ptxas refuses optimised debugging: replay strips the debug information
     unless asked to keep it, and then runs ptxas at -O0 with -lineinfo."""
-    from mneme_cc.replay.compiler import compile_kernel
+    from mneme_cc.replay.compiling.compiler import compile_kernel
 
     obj = tmp_path / "vector_add.o"
     run(["mneme-cxx", *flags, "-c", str(EXAMPLES / "vector_add" / "vector_add.cu"), "-o",
@@ -313,7 +313,7 @@ def test_debug_builds_compile_at_every_ptxas_level(tmp_path, flags):
                               "sm_90", codegen, cache_dir=tmp_path)
     assert stripped.cubin[:4] == b"\x7fELF" and ".loc" not in stripped.ptx
     # Nothing of the debug information is left for LLVM to complain about.
-    from mneme_cc.replay import irtext
+    from mneme_cc.replay.compiling import irtext
 
     text = irtext.strip_debug_info(str(llvm_binding().parse_bitcode(module.bitcode)))
     assert "!dbg" not in text and "llvm.dbg.cu" not in text

@@ -9,8 +9,8 @@ import pytest
 from conftest import run
 
 from mneme_cc.errors import RecordDBError
-from mneme_cc.replay import nondeterminism as nd
-from mneme_cc.replay.verify import Policy, compare
+from mneme_cc.replay.judging import nondeterminism as nd
+from mneme_cc.replay.judging.verify import Policy, compare
 
 
 def as_bytes(a: np.ndarray) -> np.ndarray:

@@ -13,8 +13,7 @@ import json
 import pytest
 from conftest import EXAMPLES, FLAG_MATRIX, MATRIX_EXAMPLES, build_matrix_cell, run
 
-from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.contraction import (
+from mneme_cc.replay.compiling.contraction import (
     contractable_in_ptx,
     fold_fma,
     fuse_like_backend,
@@ -22,7 +21,8 @@ from mneme_cc.replay.contraction import (
     pin_ptx,
     strip_contract,
 )
-from mneme_cc.replay.numerics import Codegen, infer_contract, numerics_changes
+from mneme_cc.replay.compiling.numerics import Codegen, infer_contract, numerics_changes
+from mneme_cc.replay.config import ReplayConfig
 
 #: What each cell's flags must make the plugin record.
 EXPECTED = {
@@ -249,7 +249,7 @@ def test_malformed_codegen_in_a_binary_is_one_line(tmp_path, codegen, message):
 
 
 def test_a_bitwise_study_runs_pass_lists_and_pins_ptxas():
-    from mneme_cc.replay.numerics import for_bitwise_study
+    from mneme_cc.replay.compiling.numerics import for_bitwise_study
 
     fast = Codegen()
     config, why = for_bitwise_study(ReplayConfig(pipeline="sroa,gvn", ptxas_opt_level=1), fast)

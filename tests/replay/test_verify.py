@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mneme_cc.errors import UsageError
-from mneme_cc.replay.verify import Policy, compare, policies_for
+from mneme_cc.replay.judging.verify import Policy, compare, policies_for
 
 
 def as_bytes(a: np.ndarray) -> np.ndarray:

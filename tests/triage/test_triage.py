@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mneme_cc.errors import UsageError
-from mneme_cc.replay.compare import diff_buffer
+from mneme_cc.replay.judging.compare import diff_buffer
 
 
 def raw(values, dtype) -> np.ndarray:
@@ -265,7 +265,7 @@ def test_element_types_are_read_off_the_kernels_ir(tmp_path):
     from conftest import EXAMPLES
 
     from mneme_cc.drivers.embedded import read_embedded_modules
-    from mneme_cc.replay.dtypes import kernel_pointer_dtypes
+    from mneme_cc.replay.judging.dtypes import kernel_pointer_dtypes
 
     found = {}
     for name, kernel in (("vector_add", "_Z10vector_addPKfS0_Pfi"),

@@ -11,7 +11,7 @@ from conftest import run, tool_env
 from mneme_cc.record.db import RecordDB
 from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.replayer import Replayer
+from mneme_cc.replay.running.replayer import Replayer
 
 pytestmark = pytest.mark.gpu
 

@@ -1,5 +1,5 @@
 """How two versions of one buffer differ, byte by byte and element by element:
-the one comparer behind verification (mneme_cc.replay.verify) and `mneme diff`.
+the one comparer behind verification (mneme_cc.replay.judging.verify) and `mneme diff`.
 
 Side A is the reference (the recorded epilogue, when verifying): relative
 errors are relative to A's values, and float64 differences are taken in

@@ -10,8 +10,8 @@ device-to-device from a pristine copy, so each launch sees the recorded
 input. The first launch of a configuration is verified against the recorded
 epilogue and the very same binary is timed (LaunchTimer). A failed
 verification is checked once for nondeterminism
-(mneme_cc.replay.nondeterminism), and every result says whether its
-configuration keeps the build's numerics (mneme_cc.replay.numerics).
+(mneme_cc.replay.judging.nondeterminism), and every result says whether its
+configuration keeps the build's numerics (mneme_cc.replay.compiling.numerics).
 """
 
 from __future__ import annotations
@@ -23,19 +23,19 @@ from pathlib import Path
 import numpy as np
 
 from mneme_cc.record.db import ALLOCATION, Instance
-from mneme_cc.replay import device as dev
-from mneme_cc.replay import nondeterminism as nd
 from mneme_cc.replay import outcome as oc
-from mneme_cc.replay.compiler import compile_instance
+from mneme_cc.replay.compiling.compiler import compile_instance
+from mneme_cc.replay.compiling.numerics import codegen_of, numerics_changes
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.device_state import DeviceState
-from mneme_cc.replay.gpu_compare import GpuComparer
-from mneme_cc.replay.numerics import codegen_of, numerics_changes
+from mneme_cc.replay.judging import nondeterminism as nd
+from mneme_cc.replay.judging.gpu_compare import GpuComparer
+from mneme_cc.replay.judging.verify import Mismatch, Policy, compare, policies_for
 from mneme_cc.replay.output import check_new
 from mneme_cc.replay.output import save_output as save_output_dir
 from mneme_cc.replay.result import ReplayResult
-from mneme_cc.replay.timer import LaunchTimer
-from mneme_cc.replay.verify import Mismatch, Policy, compare, policies_for
+from mneme_cc.replay.running import device as dev
+from mneme_cc.replay.running.device_state import DeviceState
+from mneme_cc.replay.running.timer import LaunchTimer
 
 __all__ = ["Replayer", "ReplayResult"]
 
@@ -119,7 +119,7 @@ class Replayer:
         replay() runs it; call it before open() to check before the GPU is taken."""
         inst = self.instance
         if config.baseline is None:
-            from mneme_cc.replay.llvm import pipeline_of
+            from mneme_cc.replay.compiling.llvm import pipeline_of
 
             pipeline_of(config.pipeline)
         if save_output:
@@ -228,7 +228,7 @@ class Replayer:
     def _element_types(self) -> dict[str, str]:
         """Buffer name -> element type where the IR tells (read when something differs)."""
         if self._types is None:
-            from mneme_cc.replay.dtypes import buffer_dtypes
+            from mneme_cc.replay.judging.dtypes import buffer_dtypes
 
             self._types = buffer_dtypes(self.instance) if self.kernel.has_ir else {}
         return self._types

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mneme_cc.errors import RecordDBError
-from mneme_cc.replay.compare import diff_buffer
+from mneme_cc.replay.judging.compare import diff_buffer
 
 RUNS = 3
 TOLERANCE_FACTOR = 4

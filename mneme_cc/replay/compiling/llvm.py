@@ -6,8 +6,8 @@ from __future__ import annotations
 import functools
 
 from mneme_cc.errors import UsageError
-from mneme_cc.replay.mutations import MUTATIONS
-from mneme_cc.replay.pipeline import Pipeline
+from mneme_cc.replay.compiling.mutations import MUTATIONS
+from mneme_cc.replay.compiling.pipeline import Pipeline
 
 
 @functools.cache

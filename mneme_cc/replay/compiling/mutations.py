@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable
 
 from mneme_cc.errors import UsageError
-from mneme_cc.replay import irtext
+from mneme_cc.replay.compiling import irtext
 
 _INVERSE = {"eq": "ne", "ne": "eq", "slt": "sge", "sge": "slt", "sgt": "sle", "sle": "sgt",
             "ult": "uge", "uge": "ult", "ugt": "ule", "ule": "ugt"}

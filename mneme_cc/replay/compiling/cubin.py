@@ -1,5 +1,5 @@
 """PTX to cubin with ptxas options: through the application's own ptxas when
-replay/assembler.py finds it, else through nvJitLink (cuda-bindings).
+replay/compiling/assembler.py finds it, else through nvJitLink (cuda-bindings).
 
 ptxas's verbose report is parsed into the binary's resource usage, so every
 compiled configuration carries its registers, spills and memory sizes.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mneme_cc.errors import ToolchainError, UsageError
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.cuda_bindings import cuda_bindings
+from mneme_cc.replay.running.cuda_bindings import cuda_bindings
 
 _PR_SET_PDEATHSIG = 1
 _DEVICE_RUNTIME_CALLS = ("__cudaCDP2", "cudaLaunchDevice", "cudaGetParameterBuffer")

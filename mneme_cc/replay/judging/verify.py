@@ -1,7 +1,7 @@
 """Verification: a replayed buffer against the recorded epilogue.
 
 Bitwise by default (a buffer found nondeterministic gets a policy derived from
-its spread, mneme_cc.replay.nondeterminism). A policy for a buffer (from
+its spread, mneme_cc.replay.judging.nondeterminism). A policy for a buffer (from
 `ReplayConfig.verify`, which wins over a derived one) is
 addressed by the allocation's address (`"0x200000000000"`), by a kernel
 argument that points into it (`"arg:2"`), or by a global's name, and says:
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from mneme_cc.errors import UsageError
-from mneme_cc.replay.compare import abs_difference, diff_buffer, relative, ulp_distance
+from mneme_cc.replay.judging.compare import abs_difference, diff_buffer, relative, ulp_distance
 
 NORMS = ("none", "l1", "l2", "linf")
 POLICY_FIELDS = {"dtype", "abs", "rel", "ulp", "norm"}

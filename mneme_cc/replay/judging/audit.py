@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mneme_cc.replay import outcome as oc
+from mneme_cc.replay.compiling.numerics import codegen_of
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.numerics import codegen_of
 
 
 @dataclass
@@ -76,9 +76,9 @@ def _differing(result) -> list[dict[str, Any]]:
 def check_instance(instance, *, iterations: int = 10, cache_dir=None) -> InstanceCheck:
     """Replays one instance with every baseline it has."""
     from mneme_cc.errors import MnemeError
-    from mneme_cc.replay.compiler import application_assembler
-    from mneme_cc.replay.nondeterminism import load
-    from mneme_cc.replay.replayer import Replayer
+    from mneme_cc.replay.compiling.compiler import application_assembler
+    from mneme_cc.replay.judging.nondeterminism import load
+    from mneme_cc.replay.running.replayer import Replayer
 
     kernel = instance.db.kernel(instance.static_hash)
     run = {"iterations": iterations, "warmup": 2}

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mneme_cc.replay import device as dev
 from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.replay.running import device as dev
 
 TIMING_BATCH = 32  # timed launches queued behind the gate at once
 

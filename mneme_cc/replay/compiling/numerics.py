@@ -11,7 +11,7 @@ them per compile:
   that level), the code generator's level and ptxas's level;
 - the back end's contraction mode: under clang's `-ffp-contract=fast` the
   code generator may fuse any multiply-add, also in libdevice code whose
-  instructions carry no `contract` flag (mneme_cc.replay.contraction says
+  instructions carry no `contract` flag (mneme_cc.replay.compiling.contraction says
   how replay reproduces that);
 - ptxas's own contraction of the `mul`/`add` LLVM left unfused, which
   depends on ptxas's level; `pin_contraction` writes those `.rn`, which
@@ -29,10 +29,10 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from mneme_cc.replay import irtext
+from mneme_cc.replay.compiling import irtext
+from mneme_cc.replay.compiling.llvm import llvm_binding
+from mneme_cc.replay.compiling.pipeline import clang_tuning
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.llvm import llvm_binding
-from mneme_cc.replay.pipeline import clang_tuning
 
 CONTRACT_MODES = ("fast", "on", "off")
 #: Recorded modes as the back end applies them (fast-honor-pragmas leaves

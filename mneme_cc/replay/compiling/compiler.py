@@ -4,7 +4,7 @@ The cache key covers everything that changes the binary: the IR's content
 hash, the kernel, the compile fields of the grounded config, the build's
 recorded code-generation options, the launch dimensions and argument bytes
 where they are specialised, the arch, the versions of mneme-cc, LLVM
-(llvmlite) and nvJitLink, and the ptxas that assembles (replay/assembler.py).
+(llvmlite) and nvJitLink, and the ptxas that assembles (replay/compiling/assembler.py).
 Entries are written to
 a temporary name and renamed, so concurrent compilers share one cache.
 
@@ -24,12 +24,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mneme_cc.replay.assembler import Assembler, assembler_for, image_ptxas_version
+from mneme_cc.replay.compiling.assembler import Assembler, assembler_for, image_ptxas_version
+from mneme_cc.replay.compiling.cubin import Resources, compile_cubin
+from mneme_cc.replay.compiling.jit import KernelLaunch, compile_ptx
+from mneme_cc.replay.compiling.numerics import Codegen, codegen_of
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.cubin import Resources, compile_cubin
-from mneme_cc.replay.cuda_bindings import cuda_bindings
-from mneme_cc.replay.jit import KernelLaunch, compile_ptx
-from mneme_cc.replay.numerics import Codegen, codegen_of
+from mneme_cc.replay.running.cuda_bindings import cuda_bindings
 
 if TYPE_CHECKING:
     from mneme_cc.record.db import Instance

@@ -4,8 +4,8 @@ Stages, each timed: parse the bitcode; specialise (launch dimensions and
 chosen scalar arguments become constants, launch bounds become attributes);
 optimise (`default<O0..O3>` with clang's tuning options for the level, or a
 comma list of named passes); apply the build's contraction mode
-(mneme_cc.replay.numerics); generate PTX for the target arch. The
-transforms edit the module's text form (mneme_cc.replay.irtext):
+(mneme_cc.replay.compiling.numerics); generate PTX for the target arch. The
+transforms edit the module's text form (mneme_cc.replay.compiling.irtext):
 specialisation touches only the kernel's definition line and body, the
 numerics rules every function; the verifier checks the result before
 anything else runs.
@@ -22,12 +22,12 @@ import time
 from dataclasses import dataclass, field
 
 from mneme_cc.errors import UsageError
-from mneme_cc.replay import contraction, irtext, numerics
+from mneme_cc.replay.compiling import contraction, irtext, numerics
+from mneme_cc.replay.compiling.llvm import llvm_binding, named_passes, pipeline_of
+from mneme_cc.replay.compiling.mutations import MUTATIONS
+from mneme_cc.replay.compiling.numerics import Codegen
+from mneme_cc.replay.compiling.pipeline import clang_tuning
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.llvm import llvm_binding, named_passes, pipeline_of
-from mneme_cc.replay.mutations import MUTATIONS
-from mneme_cc.replay.numerics import Codegen
-from mneme_cc.replay.pipeline import clang_tuning
 
 
 @dataclass
@@ -122,7 +122,7 @@ def _optimize_apart(text: str, arch: str, features: str, config: ReplayConfig,
     printing; a fresh process counts from 1 and leaves this one untouched."""
     payload = json.dumps({"ir": text, "arch": arch, "features": features,
                           "config": config.to_dict(), "kernel": kernel})
-    proc = subprocess.run([sys.executable, "-m", "mneme_cc.replay.jit"], input=payload,
+    proc = subprocess.run([sys.executable, "-m", "mneme_cc.replay.compiling.jit"], input=payload,
                           capture_output=True, text=True)
     if proc.returncode != 0:
         lines = [x for x in proc.stderr.splitlines() if not x.startswith("BISECT: ")]
@@ -131,7 +131,7 @@ def _optimize_apart(text: str, arch: str, features: str, config: ReplayConfig,
 
 
 def _optimize_child() -> None:
-    """`python -m mneme_cc.replay.jit`: _optimize_apart's other side."""
+    """`python -m mneme_cc.replay.compiling.jit`: _optimize_apart's other side."""
     job = json.loads(sys.stdin.read())
     config = ReplayConfig.from_json(job["config"])
     llvm = llvm_binding()

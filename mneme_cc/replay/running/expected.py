@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mneme_cc.replay import device as dev
+from mneme_cc.replay.running import device as dev
 
 
 class ExpectedOutput:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mneme_cc.errors import MnemeError
-from mneme_cc.replay.cuda_bindings import cuda_bindings
+from mneme_cc.replay.running.cuda_bindings import cuda_bindings
 
 
 class DeviceError(MnemeError):

@@ -14,7 +14,7 @@ from importlib import resources
 
 import numpy as np
 
-from mneme_cc.replay import device as dev
+from mneme_cc.replay.running import device as dev
 
 BYTES, VECTORS = "mneme_compare", "mneme_compare16"
 
@@ -25,9 +25,9 @@ class GpuComparer:
     """Counts differing bytes between device buffers, on the device."""
 
     def __init__(self, device: dev.Device):
+        from mneme_cc.replay.compiling.cubin import compile_cubin
+        from mneme_cc.replay.compiling.llvm import llvm_binding
         from mneme_cc.replay.config import ReplayConfig
-        from mneme_cc.replay.cubin import compile_cubin
-        from mneme_cc.replay.llvm import llvm_binding
 
         llvm = llvm_binding()
         module = llvm.parse_assembly(COMPARE_IR)

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-from mneme_cc.replay import irtext
-from mneme_cc.replay.llvm import llvm_binding
+from mneme_cc.replay.compiling import irtext
+from mneme_cc.replay.compiling.llvm import llvm_binding
 
 _NUMPY = {"half": "float16", "float": "float32", "double": "float64", "i8": "int8",
           "i16": "int16", "i32": "int32", "i64": "int64"}
@@ -119,7 +119,7 @@ def argument_dtypes(instance) -> dict[str, str]:
     a recorded allocation; nothing when the kernel has no readable IR (an
     nvcc-built application), whose buffers are then compared as bytes."""
     from mneme_cc.errors import RecordDBError, UsageError
-    from mneme_cc.replay.verify import policies_for
+    from mneme_cc.replay.judging.verify import policies_for
 
     try:
         found = pointer_dtypes(instance)
@@ -138,7 +138,7 @@ def argument_dtypes(instance) -> dict[str, str]:
 
 def buffer_dtypes(instance) -> dict[str, str]:
     """Buffer name ("allocation 0x...") -> dtype, where the IR tells."""
-    from mneme_cc.replay.verify import policies_for
+    from mneme_cc.replay.judging.verify import policies_for
 
     keyed = argument_dtypes(instance)
     policies = policies_for({k: {"dtype": v} for k, v in keyed.items()}, instance.params,

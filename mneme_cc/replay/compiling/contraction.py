@@ -1,5 +1,5 @@
 """Multiply-add contraction as the application's build decided it, applied to
-IR and PTX text (the rules are in mneme_cc.replay.numerics).
+IR and PTX text (the rules are in mneme_cc.replay.compiling.numerics).
 
 - `mark_contract`: every floating-point operation may contract, which is
   what clang's `-ffp-contract=fast` tells the code generator (a target
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-from mneme_cc.replay import irtext
-from mneme_cc.replay.irtext import FLAGS
+from mneme_cc.replay.compiling import irtext
+from mneme_cc.replay.compiling.irtext import FLAGS
 
 _FP_OP = re.compile(rf"= (fadd|fsub|fmul|fdiv|frem|fneg)({FLAGS}) ")
 _REWRITE_FLAGS = {"reassoc", "arcp", "contract", "afn"}

@@ -12,9 +12,9 @@ compares against. `close()` frees all of it, the window last.
 from __future__ import annotations
 
 from mneme_cc.record.db import ALLOCATION, GLOBAL, Instance
-from mneme_cc.replay import device as dev
-from mneme_cc.replay.expected import ExpectedOutput
 from mneme_cc.replay.output import SavedRegion
+from mneme_cc.replay.running import device as dev
+from mneme_cc.replay.running.expected import ExpectedOutput
 
 
 class DeviceCopies:
