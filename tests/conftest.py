@@ -158,8 +158,9 @@ REACH_KERNELS = {
     "histo_app": {"_Z9histogramiiPj"},
     "libscan.so": {"_Z10block_scaniPKiPi"},
     "dp": {"_Z5childPiii", "_Z6parentPiii"},
+    "shapes": {"_Z5areasiPf"},
 }
-REACH_PROGRAMS = ("mixed", "histo_app", "scan_app", "dp")
+REACH_PROGRAMS = ("mixed", "histo_app", "scan_app", "dp", "shapes")
 
 
 def nvcc_path() -> str:

@@ -32,8 +32,8 @@ from mneme_cc.drivers.nvcc_options import _SOURCE_SUFFIXES, LENIENCY, QUIET, TOO
 from mneme_cc.drivers.nvcc_translate import read_command_line
 from mneme_cc.errors import MnemeError
 
-#: nvcc's host overloads of min and max, which clang's CUDA headers lack.
-HOST_MATH_HEADER = PACKAGE_DIR / "compat" / "nvcc" / "mneme_nvcc_host_math.h"
+#: What nvcc's headers give CUDA code and clang's lack (host min and max, ...).
+COMPAT_HEADER = PACKAGE_DIR / "compat" / "nvcc" / "mneme_nvcc.h"
 
 # ----------------------------------------------------------------------------
 # Putting the clang command line together
@@ -169,7 +169,7 @@ def _finish(tr: Translation) -> None:
         front += nvcc_identity.predefined_macros(toolkit, bool(cuda), tr.rdc)
     if cuda:
         front += [f"--cuda-gpu-arch={a}" for a in _archs(tr)]
-        front += ["-include", str(HOST_MATH_HEADER)]
+        front += ["-include", str(COMPAT_HEADER)]
         if tr.rdc:
             front.append("-fgpu-rdc")
     inputs, links = _inputs_and_links(tr)

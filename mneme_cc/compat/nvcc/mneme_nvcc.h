@@ -1,15 +1,19 @@
-/* mneme-nvcc: host versions of CUDA's min and max overloads.
+/* mneme-nvcc: what nvcc's headers give CUDA code and clang's do not.
  *
+ * Host versions of CUDA's min and max overloads:
  * nvcc's headers give host code the min/max overloads of integer and
  * floating types (and umin, llmin, ...); clang's CUDA headers make them
  * device-only, so host code that calls min(a, b) on floats or ints builds
  * with nvcc and not with clang.  mneme-nvcc force-includes this file in
  * CUDA compiles; it declares the host side of the same overload set, with
  * nvcc's semantics (fminf/fmaxf for floating types). */
-#ifndef MNEME_NVCC_HOST_MATH_H
-#define MNEME_NVCC_HOST_MATH_H
+#ifndef MNEME_NVCC_H
+#define MNEME_NVCC_H
 #if defined(__cplusplus) && defined(__CUDA__) && defined(__clang__)
 #include <math.h>
+/* Device code may use new and delete without <new>, as with nvcc: clang's
+ * device operators come with its <new>. */
+#include <new>
 
 #define MNEME_HOST static inline __attribute__((host))
 
@@ -79,5 +83,20 @@ MNEME_HOST double max(float a, double b) { return fmax((double)a, b); }
 MNEME_HOST double max(double a, float b) { return fmax(a, (double)b); }
 
 #undef MNEME_HOST
+
+/* nan() and nanf() on the device: clang's CUDA headers declare them (static,
+ * device) and, with CUDA 13's headers, nothing defines them, so device code
+ * that calls them does not link.  nvcc maps them to libdevice, as here. */
+#define MNEME_DEVICE static __inline__ __attribute__((always_inline)) __attribute__((device))
+MNEME_DEVICE double nan(const char *tag) { return __nv_nan((const signed char *)tag); }
+MNEME_DEVICE float nanf(const char *tag) { return __nv_nanf((const signed char *)tag); }
+#undef MNEME_DEVICE
+
+/* A class with a pure virtual function, used on the device, puts
+ * __cxa_pure_virtual in its vtable; nvcc's device runtime defines it, clang's
+ * does not.  Calling it is a bug in the program: it traps, as nvcc's does. */
+#if defined(__CUDA_ARCH__)
+extern "C" __attribute__((device)) inline void __cxa_pure_virtual(void) { __trap(); }
+#endif
 #endif
 #endif
