@@ -1,6 +1,7 @@
-"""Option values shared by commands: comma lists of integers (`--grid 128,2`,
-`--devices 0,1`), verification-policy files (`--verify FILE`) and the instance
-that `-rdb DIR [-rid ID] [--kernel NAME]` names."""
+"""Option values shared by commands: the record database (`-rdb DIR`, or a
+positional DIR where that reads naturally), comma lists of integers (`--grid
+128,2`, `--devices 0,1`), verification-policy files (`--verify FILE`) and the
+instance that `-rdb DIR [-rid ID] [--kernel NAME]` names."""
 
 from __future__ import annotations
 
@@ -33,3 +34,17 @@ def find_instance(database: Path, rid: Optional[str], kernel: Optional[str]):
     if database.suffix == ".json" and database.is_file():
         static, database = database.stem, database.parent
     return RecordDB(database).find(rid=rid, kernel=kernel, static=static)
+
+
+def database_given(option: Path | None, positional: Path | None, command: str) -> Path:
+    """The record database: `-rdb DIR` as every command takes it, or `DIR`.
+
+    Raises:
+        UsageError: none is given, or two different ones.
+    """
+    if option is not None and positional is not None and option != positional:
+        raise UsageError(f"two record databases given ({positional} and -rdb {option}); "
+                         f"name one: mneme {command} -rdb DIR")
+    if option is None and positional is None:
+        raise UsageError(f"no record database given: mneme {command} -rdb DIR")
+    return option or positional  # type: ignore[return-value]

@@ -1,21 +1,25 @@
-"""`mneme ls DIR`: the kernels and instances of a record database."""
+"""`mneme ls -rdb DIR` (or `mneme ls DIR`): the kernels and instances of a record database."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
 from mneme_cc.cli._errors import reports_errors
 from mneme_cc.cli._format import determinism, determinism_note, human_bytes, instance_summary, shape
+from mneme_cc.cli._options import database_given
 
 
 @reports_errors
 def ls(
-    database: Annotated[Path, typer.Argument(help="The record database directory.")],
+    positional: Annotated[Optional[Path], typer.Argument(
+        metavar="[DIR]", help="The record database (or -rdb DIR).", show_default=False)] = None,
+    rdb: Annotated[Optional[Path], typer.Option(
+        "-rdb", "--rdb", help="The record database.", show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
     verify: Annotated[bool, typer.Option(
         help="Read every snapshot and check every checksum.")] = False,
@@ -23,6 +27,7 @@ def ls(
     """List recorded kernels and instances: launch shapes, bytes, in-app time, replayability."""
     from mneme_cc.record.db import RecordDB
 
+    database = database_given(rdb, positional, "ls")
     db = RecordDB(database)
     if verify:
         db.verify()

@@ -1,16 +1,18 @@
-"""`mneme show DIR KEY`: one kernel or instance of a record database in detail."""
+"""`mneme show -rdb DIR KEY` (or `mneme show DIR KEY`): one kernel or instance of a
+record database in detail."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
 from mneme_cc.cli._errors import reports_errors
 from mneme_cc.cli._format import determinism_note, human_bytes, instance_summary, shape
+from mneme_cc.cli._options import database_given
 
 
 def _regions(snapshot) -> list[dict]:
@@ -37,15 +39,24 @@ def _kernel_detail(kernel) -> dict:
 
 @reports_errors
 def show(
-    database: Annotated[Path, typer.Argument(help="The record database directory.")],
-    key: Annotated[str, typer.Argument(
-        help="A kernel (static hash or name) or an instance (<static>.<dynamic> or dynamic hash).")],
+    words: Annotated[Optional[list[str]], typer.Argument(
+        metavar="[DIR] KEY", show_default=False,
+        help="A kernel (static hash or name) or an instance (<static>.<dynamic> or dynamic "
+             "hash), after the record database unless -rdb names it.")] = None,
+    rdb: Annotated[Optional[Path], typer.Option(
+        "-rdb", "--rdb", help="The record database.", show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Show one kernel or one instance: parameters, launch, snapshot regions."""
+    from mneme_cc.errors import UsageError
     from mneme_cc.record.db import RecordDB
 
-    db = RecordDB(database)
+    words = words or []
+    if len(words) not in (1, 2) or (rdb is not None and len(words) != 1):
+        raise UsageError("mneme show -rdb DIR KEY: name the database once and one kernel or "
+                         "instance")
+    key = words[-1]
+    db = RecordDB(database_given(rdb, Path(words[0]) if len(words) == 2 else None, "show"))
     # Damage in an instance's files is reported as such, not as "no kernel matches".
     is_instance = any(key in (i.name, i.dynamic_hash) for i in db.instances)
     detail = _instance_detail(db.find(rid=key)) if is_instance else _kernel_detail(db.kernel(key))

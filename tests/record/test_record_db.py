@@ -266,6 +266,19 @@ def test_ls_and_show(synthetic):
     assert proc.returncode == 2 and str(prologue) in proc.stderr and "no kernel" not in proc.stderr
 
 
+def test_ls_and_show_take_rdb_as_every_command_does(synthetic, tmp_path):
+    path, _, _, entry = synthetic
+    assert run(["mneme", "ls", "-rdb", str(path)]).stdout == run(["mneme", "ls", str(path)]).stdout
+    assert run(["mneme", "show", "-rdb", str(path), "add"]).stdout == \
+        run(["mneme", "show", str(path), "add"]).stdout
+    for argv, message in ((["ls"], "no record database given: mneme ls -rdb DIR"),
+                          (["ls", str(tmp_path), "-rdb", str(path)], "two record databases"),
+                          (["show", "-rdb", str(path)], "mneme show -rdb DIR KEY"),
+                          (["show", "-rdb", str(path), str(path), "add"], "mneme show -rdb DIR KEY")):
+        proc = run(["mneme", *argv], check=False)
+        assert proc.returncode == 2 and message in proc.stderr and proc.stderr.count("\n") == 1
+
+
 def test_ls_rejects_what_is_not_a_database(tmp_path):
     proc = run(["mneme", "ls", str(tmp_path / "absent")], check=False)
     assert proc.returncode == 2 and "no such record database" in proc.stderr
