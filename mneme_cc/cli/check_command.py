@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from mneme_cc.cli._errors import reports_errors
+from mneme_cc.cli._progress import progress
 
 #: Exit status when the application's kernel or its IR does not reproduce an instance.
 EXIT_NOT_REPRODUCED = 1
@@ -59,11 +60,10 @@ def check(
     if not instances:
         raise UsageError(f"no replayable instance in {database} (`mneme ls` says why)")
     rows = []
-    interactive = sys.stdout.isatty() and not as_json
-    for inst in instances:
-        rows.append(check_instance(inst, iterations=iterations))
-        if interactive:
-            print(f"checked {inst.name}", file=sys.stderr)
+    with progress(len(instances), "checking instances") as step:
+        for inst in instances:
+            rows.append(check_instance(inst, iterations=iterations))
+            step()
     failed = [r for r in rows if r.failed]
     totals = {
         "instances": len(rows),

@@ -19,7 +19,10 @@ def dataset(
                          "--out's suffix.")] = None,
 ) -> None:
     """Write every trial of every study: kernel, launch, config, outcome, samples, resources."""
+    from functools import partial
+
+    from mneme_cc.cli._progress import progress
     from mneme_cc.tune.dataset import export_dataset
 
-    written = export_dataset(database, out, form)
+    written = export_dataset(database, out, form, partial(progress, what="reading studies"))
     print(f"{out}: {written} trial(s)")

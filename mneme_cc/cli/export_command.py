@@ -27,6 +27,9 @@ def export(
              "(docs/deploy.md).")] = None,
 ) -> None:
     """Write the best verified configurations for deployment."""
+    from functools import partial
+
+    from mneme_cc.cli._progress import progress
     from mneme_cc.errors import UsageError
     from mneme_cc.tune.export import export as export_files
     from mneme_cc.tune.study_dir import best_files
@@ -39,7 +42,8 @@ def export(
     if not files:
         raise UsageError("nothing to export: give best.json files or -rdb DIR with tuned "
                          "studies (run `mneme tune` first)")
-    written = export_files(files, proteus, mneme, bundle, database)
+    written = export_files(files, proteus, mneme, bundle, database,
+                           partial(progress, what="compiling the bundle"))
     for entry in written.values():
         if "skipped" in entry:
             print(f"mneme export: {entry['skipped']}", file=sys.stderr)

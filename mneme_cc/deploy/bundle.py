@@ -183,9 +183,11 @@ def load_bundle(path: str | Path) -> Bundle:
     return Bundle(path, [_entry(e, where, path) for e in raw["kernels"]])
 
 
-def write_bundle(path: Path, chosen: list[tuple[dict[str, Any], Any, Any]], arch_of) -> list:
+def write_bundle(path: Path, chosen: list[tuple[dict[str, Any], Any, Any]], arch_of,
+                 step=lambda: None) -> list:
     """Writes the bundle for the chosen (best record, ReplayConfig, instance) triples;
-    `arch_of(record)` is the GPU arch to compile for. Returns the entries."""
+    `arch_of(record)` is the GPU arch to compile for, `step()` is called after each
+    winner. Returns the entries."""
     from mneme_cc.replay.compiling.compiler import compile_instance
 
     if path.exists() and not path.is_dir():
@@ -225,6 +227,7 @@ def write_bundle(path: Path, chosen: list[tuple[dict[str, Any], Any, Any]], arch
             device=str(record.get("device")),
             specialized_args=[{"index": i, "hex": inst.arg(i).hex()}
                               for i in config.specialize_args]))
+        step()
     write_text_atomic(path / MANIFEST, json.dumps(
         {"format": FORMAT, "version": VERSION, "kernels": [asdict(e) for e in entries]},
         indent=2) + "\n")

@@ -49,36 +49,46 @@ def _instance_features(db, name: str) -> dict[str, Any]:
     }
 
 
-def rows(database: Path) -> list[dict[str, Any]]:
-    """One row per trial line of every study (duplicates marked)."""
+def rows(database: Path, progress=None) -> list[dict[str, Any]]:
+    """One row per trial line of every study (duplicates marked); `progress(total)`,
+    when given, is a context manager yielding a step() called after each study."""
+    from contextlib import nullcontext
+
     from mneme_cc.record import RecordDB
 
     db = RecordDB(database)
     out = []
-    for study in find_studies(database):
-        if study.damaged_lines:
-            print(f"mneme: {study.path / 'trials.jsonl'}: {study.damaged_lines} damaged "
-                  "line(s) left out", file=sys.stderr)
-        summary = study.summary
-        features = _instance_features(db, str(summary.get("instance")))
-        device = summary.get("device") if isinstance(summary.get("device"), dict) else {}
-        for trial in study.trials:
-            out.append({
-                "study": summary.get("study"), "kernel": summary.get("kernel"),
-                "instance": summary.get("instance"), **features,
-                "device": device.get("name"), "arch": device.get("arch"),
-                "trial": trial.get("trial"), "time": trial.get("time"),
-                "params": trial.get("params"), "config": trial.get("config"),
-                "outcome": trial.get("outcome"), "duplicate": trial.get("duplicate"),
-                "median_ms": trial.get("median_ms"), "samples_ms": trial.get("samples_ms"),
-                "registers": trial.get("registers"), "spill_bytes": trial.get("spill_bytes"),
-                "occupancy": trial.get("occupancy"), "cubin_bytes": trial.get("cubin_bytes"),
-                "error": trial.get("error"), "seconds": trial.get("seconds"),
-                "stage_seconds": trial.get("stage_seconds"),
-            })
+    studies = find_studies(database)
+    with (progress(len(studies)) if progress else nullcontext(lambda: None)) as step:
+        for study in studies:
+            out += _study_rows(db, study)
+            step()
     if not out:
         raise UsageError(f"no trials in {database}: run `mneme tune -rdb {database}` first")
     return out
+
+
+def _study_rows(db, study) -> list[dict[str, Any]]:
+    """One study's rows."""
+    if study.damaged_lines:
+        print(f"mneme: {study.path / 'trials.jsonl'}: {study.damaged_lines} damaged "
+              "line(s) left out", file=sys.stderr)
+    summary = study.summary
+    features = _instance_features(db, str(summary.get("instance")))
+    device = summary.get("device") if isinstance(summary.get("device"), dict) else {}
+    return [{
+        "study": summary.get("study"), "kernel": summary.get("kernel"),
+        "instance": summary.get("instance"), **features,
+        "device": device.get("name"), "arch": device.get("arch"),
+        "trial": trial.get("trial"), "time": trial.get("time"),
+        "params": trial.get("params"), "config": trial.get("config"),
+        "outcome": trial.get("outcome"), "duplicate": trial.get("duplicate"),
+        "median_ms": trial.get("median_ms"), "samples_ms": trial.get("samples_ms"),
+        "registers": trial.get("registers"), "spill_bytes": trial.get("spill_bytes"),
+        "occupancy": trial.get("occupancy"), "cubin_bytes": trial.get("cubin_bytes"),
+        "error": trial.get("error"), "seconds": trial.get("seconds"),
+        "stage_seconds": trial.get("stage_seconds"),
+    } for trial in study.trials]
 
 
 #: Columns kept as JSON text in Parquet: their shape varies from row to row.
@@ -142,15 +152,16 @@ def t4_results(table_rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"schema_version": T4_VERSION, "results": results}
 
 
-def export_dataset(database: Path, out: Path, form: str | None = None) -> int:
-    """Writes the dataset; returns the number of rows (trials) written."""
+def export_dataset(database: Path, out: Path, form: str | None = None, progress=None) -> int:
+    """Writes the dataset; returns the number of rows (trials) written (`progress`:
+    as for rows())."""
     if out.is_dir():
         raise UsageError(f"{out} is a directory: give a file name")
     form = form or {".parquet": "parquet", ".json": "t4"}.get(out.suffix)
     if form not in ("parquet", "t4"):
         raise UsageError(f"{out}: say the format with --format parquet|t4 (or name the file "
                          "*.parquet or *.json)")
-    table_rows = rows(database)
+    table_rows = rows(database, progress)
     if form == "parquet":
         write_parquet(table_rows, out)
         return len(table_rows)

@@ -15,6 +15,7 @@ import json
 import math
 import re
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -76,9 +77,11 @@ def _load(path: Path, what: str) -> dict[str, Any]:
 
 
 def export(best_files: list[Path], proteus: Path | None, mneme: Path | None,
-           bundle: Path | None = None, database: Path | None = None) -> dict[str, Any]:
+           bundle: Path | None = None, database: Path | None = None,
+           progress=None) -> dict[str, Any]:
     """Merges each best.json into the two files and writes the bundle; returns
-    what was written per kernel."""
+    what was written per kernel. `progress(total)`, when given, is a context
+    manager yielding a step() called after each bundled winner."""
     chosen, written = choose(best_files)
     if not chosen:
         return written
@@ -92,12 +95,13 @@ def export(best_files: list[Path], proteus: Path | None, mneme: Path | None,
             for kernel, shapes in _merge_mneme(mneme, chosen).items():
                 written.setdefault(kernel, {})["mneme"] = shapes
     if bundle is not None:
-        for entry in _bundle(bundle, chosen, database):
-            written.setdefault(entry.kernel, {}).setdefault("bundle", []).append(entry.cubin)
+        with (progress(len(chosen)) if progress else nullcontext(lambda: None)) as step:
+            for entry in _bundle(bundle, chosen, database, step):
+                written.setdefault(entry.kernel, {}).setdefault("bundle", []).append(entry.cubin)
     return written
 
 
-def _bundle(path: Path, chosen, database: Path | None) -> list:
+def _bundle(path: Path, chosen, database: Path | None, step) -> list:
     """The bundle of the chosen winners, compiled from their instances' IR."""
     from mneme_cc.deploy.bundle import write_bundle
     from mneme_cc.record import RecordDB
@@ -107,7 +111,7 @@ def _bundle(path: Path, chosen, database: Path | None) -> list:
         # DIR/tune/<study>/best.json belongs to the record database DIR.
         db = RecordDB(database or best_path.resolve().parents[2])
         triples.append((record, config, db.find(rid=str(record.get("instance")))))
-    return write_bundle(path, triples, lambda record: str(record.get("arch") or "sm_90"))
+    return write_bundle(path, triples, lambda record: str(record.get("arch") or "sm_90"), step)
 
 
 def choose(best_files: list[Path]) -> tuple[dict, dict[str, Any]]:
