@@ -1,8 +1,8 @@
 """The `mneme` command.
 
-`mneme record` and `mneme run` wrap production runs, so they start without
-importing the rest of the CLI (typer alone costs a tenth of a second); every
-other subcommand goes through the typer app in `mneme_cc.cli.typer_app`.
+Every subcommand is the typer app's (`mneme_cc.cli.typer_app`): its options
+and help.  `mneme record` and `mneme run` wrap production runs, so a plain run
+of either is parsed without importing typer (record_command.py says why).
 """
 
 from __future__ import annotations
@@ -10,12 +10,24 @@ from __future__ import annotations
 import sys
 
 
+def _asks_for_help(argv: list[str]) -> bool:
+    """`--help` among mneme's own options (before `--` or the application)."""
+    for arg in argv:
+        if arg in ("-h", "--help"):
+            return True
+        if arg == "--":
+            return False
+    return False
+
+
 def main() -> None:
-    if sys.argv[1:2] == ["record"]:
+    # A plain `mneme record`/`mneme run` skips typer (its parse is record_command's);
+    # their help is typer's, as every command's.
+    if sys.argv[1:2] == ["record"] and not _asks_for_help(sys.argv[2:]):
         from mneme_cc.cli.record_command import main as record_main
 
         raise SystemExit(record_main(sys.argv[2:]))
-    if sys.argv[1:2] == ["run"]:
+    if sys.argv[1:2] == ["run"] and not _asks_for_help(sys.argv[2:]):
         from mneme_cc.cli.run_command import main as run_main
 
         raise SystemExit(run_main(sys.argv[2:]))

@@ -1,8 +1,9 @@
 """`mneme run --tuned DIR [options] -- APP ARGS`: run an application with its
 tuned kernels served from a bundle.
 
-Parsed with argparse, not typer, as `mneme record` is: it runs in front of
-production runs, and its own start counts against the application's time.
+As `mneme record` (record_command.py): typer's options and help
+(typer_app.run), and a plain run parsed here with argparse, the same
+options, because its own start counts against the application's time.
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
+    return execute(parser().parse_args(argv))
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Runs the application as the parsed options say; its exit status."""
     import json
     from pathlib import Path
 
@@ -50,7 +56,6 @@ def main(argv: list[str]) -> int:
     from mneme_cc.deploy.run import RunSettings, run_tuned
     from mneme_cc.errors import MnemeError
 
-    args = parser().parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     settings = RunSettings(bundle=Path(args.tuned), match=args.match,
                            time_all=args.time_kernels,

@@ -116,3 +116,40 @@ def test_cflags_make_plain_clang_builds_recordable(tmp_path):
     result = runner.invoke(app, ["inspect", "--json", str(exe)])
     assert len(json.loads(result.output)["modules"]) == 3
     assert "libcudart.so" in run(["readelf", "-d", str(exe)]).stdout
+
+
+@pytest.mark.parametrize("name", ["record", "run"])
+def test_record_and_run_parse_their_options_as_typer_does(name):
+    """A plain `mneme record`/`mneme run` skips typer; both parses take the same options."""
+    import typer.main
+
+    from mneme_cc.cli import record_command, run_command
+    from mneme_cc.cli.typer_app import app
+
+    fast = {opt: action for action in {"record": record_command, "run": run_command}[name]
+            .parser()._actions for opt in action.option_strings if opt not in ("-h", "--help")}
+    command = typer.main.get_command(app).commands[name]
+    full = {opt: param for param in command.params
+            for opt in (*param.opts, *param.secondary_opts) if opt.startswith("-")}
+    full.pop("--help", None)
+    assert set(fast) == set(full)
+    for opt, action in fast.items():
+        default = full[opt].default
+        assert action.default == getattr(default, "value", default), opt
+        assert action.required == full[opt].required, opt
+
+
+def test_help_of_record_and_run_is_typer_s():
+    for name in ("record", "run"):
+        shown = run(["mneme", name, "--help"]).stdout
+        assert "Usage: mneme " + name in shown and "-- APP [ARGS...]" in shown
+
+
+def test_record_and_run_through_typer(tmp_path):
+    """The typer commands run as the fast parse does (a program, its exit status)."""
+    runner = CliRunner()
+    db = tmp_path / "db"
+    result = runner.invoke(app, ["record", "-rdb", str(db), "--", "sh", "-c", "exit 3"])
+    assert result.exit_code == 3 and (db / "database.json").is_file()
+    result = runner.invoke(app, ["run", "--tuned", str(tmp_path / "nothing"), "--", "true"])
+    assert result.exit_code == 2
