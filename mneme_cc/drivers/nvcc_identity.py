@@ -119,3 +119,25 @@ def version_lines(toolkit: Path | None) -> list[str]:
         lines.append(f"Cuda compilation tools, release {major}.{minor}, "
                      f"V{major}.{minor}.{build} (the toolkit at {toolkit})")
     return lines
+
+
+def all_archs(major_only: bool) -> list[str]:
+    """nvcc's `-arch=all` (`all-major`: the sm_X0 archs and the oldest): the real
+    archs the toolkit's nvcc lists that clang 22 compiles for; [] when either
+    cannot be asked."""
+    toolkit = toolchain.find_cuda_toolkit()
+    nvcc = toolkit / "bin" / "nvcc" if toolkit else None
+    try:
+        listed = subprocess.run([str(nvcc), "--list-gpu-code"], capture_output=True, text=True,
+                                timeout=30).stdout.split() if nvcc and nvcc.is_file() else []
+        known = subprocess.run([toolchain.select_clang(), "--target=nvptx64-nvidia-cuda",
+                                "--print-supported-cpus"], capture_output=True, text=True,
+                               timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    clang_archs = set(re.findall(r"\bsm_\w+", known.stdout + known.stderr))
+    archs = sorted({a for a in listed if re.fullmatch(r"sm_\d+", a) and a in clang_archs},
+                   key=lambda a: int(a[3:]))
+    if major_only and archs:
+        archs = [archs[0], *(a for a in archs[1:] if a.endswith("0"))]
+    return archs

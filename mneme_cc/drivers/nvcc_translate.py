@@ -6,7 +6,7 @@ import re
 import shlex
 from pathlib import Path
 
-from mneme_cc.drivers import invocation
+from mneme_cc.drivers import invocation, nvcc_identity
 from mneme_cc.drivers.nvcc_options import (
     _ADVICE,
     _ARCH,
@@ -222,8 +222,12 @@ def _arch(tr: Translation, option: _Option, spelling: str, value: str | None) ->
     if value == "native":
         return  # the default arch (MNEME_CUDA_ARCH, else sm_90) is chosen
     if value in ("all", "all-major"):
-        raise NvccError(f"{spelling}={value} has no clang equivalent; name the GPU archs "
-                        f"(-arch=sm_90, or -gencode for several)")
+        archs = nvcc_identity.all_archs(major_only=value == "all-major")
+        if not archs:
+            raise NvccError(f"{spelling}={value}: the toolkit's nvcc cannot list its archs "
+                            f"here; name the GPU archs (-arch=sm_90, or -gencode for several)")
+        tr.archs += archs
+        return
     _arch_value(spelling, value)
     tr.virtual_arch = value  # nvcc: the last -arch wins
 

@@ -237,7 +237,7 @@ UNSUPPORTED = [
     ["-fdevice-time-trace", "t.json", "-c", "a.cu"], ["-clean", "a.cu"], ["-e", "k", "a.cu"],
     ["-ewp", "a.cu"], ["-qpp-config", "x", "a.cu"], ["-astoolspatch", "a.cu"], ["-code-ls"],
     ["-arch-ls"], ["-hls", "gen-lcs", "a.o"], ["-aug-hls", "a.o"], ["-reloc-ptx", "a.cu"],
-    ["-sanitize", "memcheck", "a.cu"], ["-arch=all", "-c", "a.cu"], ["-arch=all-major", "a.cu"],
+    ["-sanitize", "memcheck", "a.cu"],
     ["-arch=lto_90", "a.cu"], ["-gencode", "arch=compute_90,code=lto_90", "a.cu"], ["-m", "32", "a.cu"],
     ["-Xcompiler", "-m32", "a.cu"],
 ]
@@ -380,3 +380,14 @@ target_compile_options(app PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--use_fast_math -l
         assert module["codegen"]["ftz"] and not module["codegen"]["prec_div"]
         assert not module["codegen"]["prec_sqrt"] and not module["codegen"]["no_nans"]
 
+
+
+def test_arch_all_is_every_arch_the_toolkit_and_clang_share():
+    if not (toolchain.require_cuda_toolkit() / "bin" / "nvcc").is_file():
+        pytest.skip("the toolkit has no nvcc to list its archs")
+    every = nvcc.translate(["-arch=all", "-c", "a.cu"]).args
+    major = nvcc.translate(["-arch=all-major", "-c", "a.cu"]).args
+    archs = {a.partition("=")[2] for a in every if a.startswith("--cuda-gpu-arch=")}
+    majors = {a.partition("=")[2] for a in major if a.startswith("--cuda-gpu-arch=")}
+    assert {"sm_75", "sm_90", "sm_120"} <= archs and "sm_86" in archs
+    assert majors < archs and "sm_90" in majors and "sm_86" not in majors
