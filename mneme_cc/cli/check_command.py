@@ -79,13 +79,15 @@ def check(
         from rich.console import Console
         from rich.table import Table
 
-        table = Table("instance", "kernel", "original", "ir", "pinned", "ir/original",
+        # "ptx": kernels without IR, their PTX assembled here.
+        ptx = ["ptx"] if any("ptx" in r.baselines for r in rows) else []
+        table = Table("instance", "kernel", "original", "ir", "pinned", *ptx, "ir/original",
                       "pinned/ir", box=None, pad_edge=False)
         for r in rows:
             b = r.baselines
             table.add_row(r.instance, r.kernel, _cell(b.get("original")), _cell(b.get("ir")),
-                          _cell(b.get("pinned")), _ratio(r.ratio("ir", "original")),
-                          _ratio(r.ratio("pinned", "ir")))
+                          _cell(b.get("pinned")), *[_cell(b.get(n)) for n in ptx],
+                          _ratio(r.ratio("ir", "original")), _ratio(r.ratio("pinned", "ir")))
         console = Console()
         console.print(table)
         for note in dict.fromkeys(r.assembler_note for r in rows if r.assembler_note):

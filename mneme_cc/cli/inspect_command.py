@@ -12,7 +12,7 @@ import typer
 
 from mneme_cc.cli._errors import fail, reports_errors
 
-#: Exit status when the file is readable but carries no embedded IR.
+#: Exit status when the file is readable but carries no device code at all.
 EXIT_NO_IR = 1
 
 
@@ -131,6 +131,56 @@ def _render(file: Path, modules) -> None:
             console.print(table)
 
 
+def _image_kernels(images) -> list[dict]:
+    """Per kernel, the archs of its cubins and its PTX across the fatbinaries."""
+    from mneme_cc.drivers.fatbinary import demangle
+
+    kernels: dict[str, dict[str, set[str]]] = {}
+    for image in images:
+        for name in image.kernels:
+            kinds = kernels.setdefault(name, {"cubin": set(), "ptx": set()})
+            kinds[image.kind].add(image.arch_name)
+    names = sorted(kernels)
+    by_arch = lambda archs: sorted(archs, key=lambda a: (int(a.rsplit("_", 1)[1]), a))  # noqa: E731
+    return [{"name": name, "demangled": demangled, "cubin": by_arch(kernels[name]["cubin"]),
+             "ptx": by_arch(kernels[name]["ptx"])}
+            for name, demangled in zip(names, demangle(names), strict=True)]
+
+
+def _image_summary(image) -> dict:
+    return {"kind": image.kind, "arch": image.arch_name, "ptx_isa": image.ptx_isa or None,
+            "bytes": len(image.payload) if image.payload is not None else None,
+            "compressed_unread": image.payload is None, "kernels": list(image.kernels),
+            "origin": image.origin}
+
+
+def _render_images(file: Path, images, with_ir: bool) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console()
+    kernels = _image_kernels(images)
+    if with_ir:
+        console.print(f"\ndevice images: {len(images)} in its fatbinaries, "
+                      f"{len(kernels)} kernel(s)", highlight=False)
+        return
+    console.print(f"[bold]{escape(str(file))}[/]: no embedded IR; {len(kernels)} kernel(s) in "
+                  f"{len(images)} device image(s) of its fatbinaries", highlight=False)
+    console.print("recordable and replayable with these images; tunable on their PTX "
+                  "(ptxas options, launch geometry) or, with cubins only, on launch geometry",
+                  highlight=False)
+    table = Table("kernel", "demangled", "cubin", "ptx", box=None, pad_edge=False)
+    for k in kernels:
+        table.add_row(escape(k["name"]), escape(k["demangled"]), ", ".join(k["cubin"]) or "-",
+                      ", ".join(k["ptx"]) or "-")
+    console.print(table)
+    unread = sum(1 for i in images if i.payload is None)
+    if unread:
+        console.print(f"{unread} entr(ies) use a compression this reader does not read "
+                      "(CUDA before 12.8); their kernels are not listed", highlight=False)
+
+
 @reports_errors
 def inspect(
     file: Annotated[Path, typer.Argument(help="Executable, shared library, object or static library.")],
@@ -141,24 +191,33 @@ def inspect(
                         "settings (no GPU needed).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
 ) -> None:
-    """List the device modules, kernels and globals a file carries."""
+    """List the device modules, kernels and globals a file carries, and the
+    PTX and cubins of its fatbinaries (what an nvcc build carries)."""
     from mneme_cc.drivers.embedded import read_embedded_modules
+    from mneme_cc.drivers.fatbinary import read_device_images
 
     if not file.exists():
         fail(f"{file} does not exist")
     if file.is_dir():
         fail(f"{file} is a directory; give a binary, library or object")
     modules = read_embedded_modules(file)
+    images = read_device_images(file)
     written = _extract(modules, extract) if extract and modules else []
     written += _write_ptx(modules, ptx) if ptx and modules else []
     if as_json:
         print(json.dumps({"file": str(file), "modules": [_module_summary(m) for m in modules],
+                          "images": [_image_summary(i) for i in images],
+                          "image_kernels": _image_kernels(images),
                           "extracted": [str(p) for p in written]}, indent=2))
-    elif modules:
-        _render(file, modules)
+    else:
+        if modules:
+            _render(file, modules)
+        if images:
+            _render_images(file, images, bool(modules))
         for path in written:
             print(f"wrote {path}")
-    if not modules:
+    if not modules and not images:
         if not as_json:
-            print(f"mneme: {file} carries no embedded IR (was it built with mneme-cc?)")
+            print(f"mneme: {file} carries no embedded IR and no device images "
+                  "(was it built with mneme-cc or nvcc?)")
         raise typer.Exit(EXIT_NO_IR)

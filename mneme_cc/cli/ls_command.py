@@ -36,7 +36,7 @@ def ls(
             "database": str(database),
             "kernels": [{
                 "static_hash": k.static_hash, "name": k.name, "demangled": k.demangled,
-                "has_ir": k.has_ir, "replay": k.replay_note,
+                "has_ir": k.has_ir, "carries": k.provenance, "replay": k.replay_note,
                 "instances": [instance_summary(i) for i in k.instances],
             } for k in db.kernels],
             "incomplete": db.incomplete,

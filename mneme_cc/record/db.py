@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from mneme_cc.errors import RecordDBError
+from mneme_cc.errors import BinaryFormatError, RecordDBError
 from mneme_cc.record.snapshot import (  # noqa: F401 (the region kinds are part of this face)
     ALLOCATION,
     ARGUMENTS,
@@ -268,11 +268,52 @@ class RecordedKernel:
         snap = Snapshot(self.db, _inside(self.db, image["file"], self.path))
         return snap.regions[0].read().tobytes()
 
+    @functools.cached_property
+    def device_images(self) -> list:
+        """The PTX and cubins of the application's image (mneme_cc.drivers.fatbinary)."""
+        from mneme_cc.drivers.fatbinary import images_of
+
+        image = self.image()
+        if image is None:
+            return []
+        try:
+            return images_of(image, str(self.path))
+        except BinaryFormatError as exc:
+            raise RecordDBError(f"{self.path}: the stored image: {exc}") from None
+
+    @property
+    def device_arch(self) -> int:
+        """The compute capability the kernel was recorded on (90 for sm_90)."""
+        arch = self.instances[0].device["arch"] if self.instances else "sm_0"
+        digits = "".join(c for c in arch.removeprefix("sm_") if c.isdigit())
+        return int(digits or 0)
+
+    @functools.cached_property
+    def provenance(self) -> str:
+        """What the kernel carries, which decides what can be tuned: `ir`
+        (built by mneme-cc: everything), `ptx` (ptxas options, launch bounds
+        and geometry), `cubin` (launch geometry only)."""
+        if self.has_ir:
+            return "ir"
+        from mneme_cc.drivers.fatbinary import provenance
+
+        return provenance(self.device_images, self.name, self.device_arch)
+
+    def ptx_image(self):
+        """The PTX the application carries for this kernel that runs on the
+        recorded device (the newest arch at or below it), or None."""
+        from mneme_cc.drivers.fatbinary import image_for
+
+        return image_for(self.device_images, self.name, self.device_arch, "ptx")
+
     @property
     def replay_note(self) -> str:
         if self.has_ir:
-            return "replayable from IR"
-        return "no IR (not built with mneme-cc): replayable with its original binary only"
+            return "carries IR: replayable and tunable from it"
+        if self.provenance == "ptx":
+            return (f"carries PTX ({self.ptx_image().arch_name}), no IR: tunable on ptxas "
+                    "options, launch bounds and geometry")
+        return "carries a cubin only: replayable with its image, tunable on launch geometry"
 
 
 class RecordDB:

@@ -27,6 +27,8 @@ PRESETS: dict[str, list[type[SearchSpace]]] = {
     # What a PROTEUS_TUNED_KERNELS entry can carry: no ptxas options, no geometry.
     "proteus": [Pipelines, Specialization, LaunchBounds],
     "full": [Pipelines, TuningOptions, Specialization, LaunchBounds, Ptxas, Geometry],
+    # What a kernel carrying PTX and no IR can take (docs/any-kernel.md).
+    "ptx": [LaunchBounds, Ptxas],
     "geometry": [Geometry],
     "grid-stride": [GridStrideGeometry],
 }
@@ -55,4 +57,11 @@ def load_space(spec: str, instance, props: DeviceProperties) -> SearchSpace:
     if spec not in PRESETS:
         raise UsageError(f"unknown space '{spec}': use one of auto, {', '.join(PRESETS)} or "
                          "path.py:Class")
+    kernel = instance.db.kernel(instance.static_hash)
+    fits = {"ir": PRESETS, "ptx": ("ptx", "geometry", "grid-stride"),
+            "cubin": ("geometry", "grid-stride")}[kernel.provenance]
+    if spec not in fits:
+        raise UsageError(f"--space {spec}: {kernel.demangled} carries "
+                         f"{'PTX' if kernel.provenance == 'ptx' else 'a cubin only'}, no IR; "
+                         f"use --space auto or one of {', '.join(fits)}")
     return Combined(instance, props, PRESETS[spec])

@@ -19,6 +19,7 @@ stay within real limits:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -121,8 +122,16 @@ class SearchSpace:
         return None
 
     def derive(self, params: dict[str, Any]) -> ReplayConfig:
-        """The grounded ReplayConfig for these parameter values (deterministic)."""
-        return ReplayConfig(**{**self.run, **self.fields(params)}).grounded()
+        """The grounded ReplayConfig for these parameter values (deterministic).
+        A kernel that carries a cubin only runs from the application's image."""
+        fields = {**self.run, **self.fields(params)}
+        if self._cubin_only:
+            fields.setdefault("baseline", "original")
+        return ReplayConfig(**fields).grounded()
+
+    @functools.cached_property
+    def _cubin_only(self) -> bool:
+        return self.instance.db.kernel(self.instance.static_hash).provenance == "cubin"
 
     def baseline(self) -> ReplayConfig:
         """What a speedup is measured against: the application's own kernel."""

@@ -10,6 +10,8 @@
 
 #include <regex>
 
+#include <zstd.h>
+
 namespace nb = nanobind;
 namespace ir = mneme::embedded_ir;
 namespace store = mneme::store;
@@ -156,6 +158,20 @@ std::string regexError(const std::string &Pattern) {
   return "";
 }
 
+// A zstd frame of known decompressed size (a compressed fatbinary entry).
+nb::bytes zstdDecompress(nb::bytes Data, uint64_t Size) {
+  constexpr uint64_t Limit = uint64_t(1) << 32;
+  if (Size > Limit)
+    throw nb::value_error("the decompressed size is over 4 GiB");
+  std::string Out(Size, '\0');
+  size_t N = ZSTD_decompress(Out.data(), Out.size(), Data.c_str(), Data.size());
+  if (ZSTD_isError(N))
+    throw nb::value_error(ZSTD_getErrorName(N));
+  if (N != Size)
+    throw nb::value_error("the frame holds another size than stated");
+  return nb::bytes(Out.data(), Out.size());
+}
+
 } // namespace
 
 NB_MODULE(_native, m) {
@@ -192,4 +208,6 @@ NB_MODULE(_native, m) {
   m.def("write_file_atomic", &writeFileAtomic, nb::arg("path"), nb::arg("data"),
         nb::arg("exclusive") = false,
         "Write through a temporary file and a rename (or link, if exclusive).");
+  m.def("zstd_decompress", &zstdDecompress, nb::arg("data"), nb::arg("size"),
+        "Decompress one zstd frame of the given decompressed size; ValueError if it is not.");
 }

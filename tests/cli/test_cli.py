@@ -59,7 +59,7 @@ def test_inspect_a_file_without_ir_says_so(tmp_path):
     run(["mneme-cc", str(SAMPLES / "plain" / "hello.c"), "-o", str(exe)])
     result = runner.invoke(app, ["inspect", str(exe)])
     assert result.exit_code == 1
-    assert "carries no embedded IR" in result.output
+    assert "carries no embedded IR and no device images" in result.output
 
 
 @pytest.mark.parametrize("target, message", [

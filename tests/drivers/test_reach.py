@@ -6,8 +6,9 @@ target mixing C++ and CUDA sources (CMake links it with the C++ compiler),
 CUDA static and shared libraries in C++ programs, dynamic parallelism,
 sm_110 in the arch list (PTX 9.0), nvcc's host min/max, a header guarded by
 `!defined(__NVCC__)`, a static `__constant__` table the host fills by name,
-device-side new/delete of classes with pure virtual functions, nan().  tests/samples/rdc has the hand-written `-dlink`
-Makefile.  test_gpu_reach.py runs them against nvcc's builds.
+device-side new/delete of classes with pure virtual functions, nan().
+tests/samples/rdc has the hand-written `-dlink` Makefile.  test_gpu_reach.py
+runs them against nvcc's builds.
 """
 
 from __future__ import annotations

@@ -139,6 +139,8 @@ def compile_instance(inst: Instance, config: ReplayConfig, arch: str,
     """The instance's kernel compiled as `config` says (the "ir" baseline: at the
     recorded settings), through the disk cache."""
     kernel = inst.db.kernel(inst.static_hash)
+    if not kernel.has_ir:
+        return compile_instance_ptx(inst, kernel, config, arch, cache_dir)
     codegen = codegen_of(kernel)
     if config.baseline == "ir":
         config = codegen.baseline_config()
@@ -147,6 +149,41 @@ def compile_instance(inst: Instance, config: ReplayConfig, arch: str,
     ir = kernel.description["ir"]
     return compile_kernel(kernel.bitcode(), ir["content_hash"], launch, config, arch, codegen,
                           cache_dir, application_assembler(kernel))
+
+
+def compile_instance_ptx(inst: Instance, kernel, config: ReplayConfig, arch: str,
+                         cache_dir=None) -> CompiledKernel:
+    """A kernel without IR compiled from the application's own PTX with the
+    config's ptxas options and launch bounds, through the disk cache."""
+    from mneme_cc.errors import RecordDBError
+    from mneme_cc.replay.compiling import ptx_kernel
+
+    if config.baseline == "ir":
+        raise RecordDBError(f"{kernel.demangled} carries no IR (the application was not built "
+                            "with mneme-cc); replay it with its original image")
+    ptx_kernel.check_applies(config, kernel.demangled)
+    image = kernel.ptx_image()
+    if image is None:
+        raise RecordDBError(f"{kernel.demangled} carries no PTX for {arch} (a cubin only): "
+                            "only its launch geometry can be tuned (baseline original)")
+    grounded = config.grounded()
+    block = grounded.block or inst.block
+    ptx = ptx_kernel.ptx_for_config(image.ptx, inst.kernel_name, config, block)
+    assembler = application_assembler(kernel)
+    material = {"ptx": _digest(ptx.encode()), "kernel": inst.kernel_name, "arch": arch,
+                "config": ptx_kernel.as_ptx_config(config).compile_fields(),
+                "versions": _toolchain_versions(), "assembler": assembler.name}
+    key = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+    entry = (Path(cache_dir) if cache_dir else default_cache_dir()) / key[:2] / key
+    cached = _load(entry)
+    if cached is not None:
+        cached.assembler = assembler.name
+        return cached
+    cubin = compile_cubin(ptx, inst.kernel_name, config, arch, assembler.path)
+    compiled = CompiledKernel(cubin.data, ptx, cubin.resources, {"ptxas": cubin.seconds},
+                              ir_text="", assembler=assembler.name)
+    _store(entry, compiled)
+    return compiled
 
 
 def _digest(data: bytes) -> str:

@@ -88,6 +88,8 @@ def check_instance(instance, *, iterations: int = 10, cache_dir=None) -> Instanc
     if kernel.has_ir:
         configs["ir"] = ReplayConfig(baseline="ir", **run)
         configs["pinned"] = codegen_of(kernel).baseline_config(pin_contraction=True, **run)
+    elif kernel.provenance == "ptx":
+        configs["ptx"] = ReplayConfig(**run)  # the application's PTX, assembled here
     checks: dict[str, BaselineCheck] = {}
     with Replayer(instance, cache_dir=cache_dir) as replayer:
         for name, config in configs.items():

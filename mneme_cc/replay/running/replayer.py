@@ -125,7 +125,7 @@ class Replayer:
         if save_output:
             check_new(save_output)
         policies_for(config.verify, inst.params, inst.args, inst.prologue.allocations)
-        code = "image" if config.baseline == "original" else "bitcode"
+        code = "image" if config.baseline == "original" or not self.kernel.has_ir else "bitcode"
         if code not in self._artifacts_checked:
             self.kernel.image() if code == "image" else self.kernel.bitcode()
             self._artifacts_checked.add(code)
@@ -177,6 +177,15 @@ class Replayer:
         limit = self.device.max_threads_per_block(function)
         warps = -(-threads // 32)
         return min(1.0, blocks * warps / (per_sm // 32)), limit
+
+    def _numerics_changes(self, config: ReplayConfig) -> list[str]:
+        if self.kernel.has_ir:
+            return numerics_changes(config, codegen_of(self.kernel))
+        if config.baseline is not None:
+            return []
+        from mneme_cc.replay.compiling import ptx_kernel
+
+        return ptx_kernel.numerics_changes(config)
 
     # -- verification ----------------------------------------------------------
 
@@ -350,7 +359,6 @@ class Replayer:
                                 compiled.seconds if compiled else {},
                                 compiled.cache_hit if compiled else False,
                                 occupancy, limit, len(compiled.cubin) if compiled else 0, spent,
-                                compiled, numerics_changes(config, codegen_of(self.kernel))
-                                if self.kernel.has_ir else [], tolerated)
+                                compiled, self._numerics_changes(config), tolerated)
         finally:
             module.unload()
