@@ -170,6 +170,18 @@ def nvcc_path() -> str:
     return shutil.which("nvcc") or str(toolchain.require_cuda_toolkit() / "bin" / "nvcc")
 
 
+ANYKERNEL = SAMPLES / "anykernel"
+
+
+def build_anykernel(out: Path, *targets: str) -> Path:
+    """tests/samples/anykernel's programs and modules, built by NVIDIA's nvcc
+    (and g++ for the driver-API program, which needs libcuda: GPU machines)."""
+    out.mkdir(parents=True, exist_ok=True)
+    run(["make", "-s", "-C", str(ANYKERNEL), f"OUT={out}", f"NVCC={nvcc_path()}",
+         *(str(out / t) for t in targets)])
+    return out
+
+
 def build_reach(out: Path, compiler: str = "mneme-nvcc") -> Path:
     """tests/samples/reach's CMake project, as it is, with `compiler` as the
     CUDA compiler (mneme-nvcc, or nvcc for the reference); the build directory."""

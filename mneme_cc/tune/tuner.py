@@ -22,6 +22,7 @@ from typing import Any
 
 from mneme_cc.errors import UsageError
 from mneme_cc.replay import outcome as oc
+from mneme_cc.replay.compiling import ptx_kernel
 from mneme_cc.replay.compiling.compiler import application_assembler
 from mneme_cc.replay.compiling.numerics import codegen_of, for_bitwise_study
 from mneme_cc.replay.config import ReplayConfig
@@ -371,8 +372,11 @@ class Tuner:
     def _keep_numerics(self, config: ReplayConfig) -> tuple[ReplayConfig, str | None]:
         """A bitwise study keeps the build's numerics (pinning contraction if that suffices)."""
         kernel = self.instance.db.kernel(self.instance.static_hash)
-        if self.settings.allow_numerics_change or config.verify or not kernel.has_ir:
+        if self.settings.allow_numerics_change or config.verify:
             return config, None
+        if not kernel.has_ir:  # PTX: only ptxas's level may change the rounding
+            changes = [] if config.baseline else ptx_kernel.numerics_changes(config)
+            return config, "numerics-changing: " + "; ".join(changes) if changes else None
         return for_bitwise_study(config, codegen_of(kernel))
 
     def _adopt_study_best(self) -> None:

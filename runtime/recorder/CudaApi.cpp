@@ -21,9 +21,14 @@ void *olderSymbol(void *Lib, const char *Name) {
   return std::strcmp(Name, "cuEventElapsedTime") == 0 ? dlsym(Lib, Name) : nullptr;
 }
 
+void *driverLibrary() {
+  static void *Lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  return Lib;
+}
+
 Driver load() {
   Driver D;
-  void *Lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  void *Lib = driverLibrary();
   if (!Lib) {
     D.Error = "cannot load libcuda.so.1 (is an NVIDIA driver installed?)";
     return D;
@@ -79,6 +84,18 @@ void *realSymbol(const char *Name) {
   dl_iterate_phdr(findCudaRuntime, &Path);
   void *Runtime = Path.empty() ? nullptr : dlopen(Path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
   return Runtime ? dlsym(Runtime, Name) : nullptr;
+}
+
+void *realDriverSymbol(const char *Name) {
+  if (void *Next = dlsym(RTLD_NEXT, Name))
+    return Next;
+  void *Lib = driverLibrary();
+  return Lib ? dlsym(Lib, Name) : nullptr;
+}
+
+bool hasRuntime() {
+  static const bool Found = realSymbol("cudaLaunchKernel") != nullptr;
+  return Found;
 }
 
 } // namespace mneme::recorder

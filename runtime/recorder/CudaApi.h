@@ -17,6 +17,7 @@ struct Driver {
   X(CtxGetCurrent, cuCtxGetCurrent)                                            \
   X(CtxGetDevice, cuCtxGetDevice)                                              \
   X(CtxSetCurrent, cuCtxSetCurrent)                                            \
+  X(CtxSynchronize, cuCtxSynchronize)                                          \
   X(MemGetInfo, cuMemGetInfo)                                                  \
   X(MemAllocAsync, cuMemAllocAsync)                                            \
   X(MemFreeAsync, cuMemFreeAsync)                                              \
@@ -44,12 +45,15 @@ struct Driver {
   X(EventQuery, cuEventQuery)                                                  \
   X(EventElapsedTime, cuEventElapsedTime)                                      \
   X(StreamIsCapturing, cuStreamIsCapturing)                                    \
+  X(StreamGetFlags, cuStreamGetFlags)                                          \
   X(FuncSetAttribute, cuFuncSetAttribute)                                      \
   X(ModuleLoadData, cuModuleLoadData)                                          \
   X(ModuleGetFunction, cuModuleGetFunction)                                    \
   X(ModuleGetGlobal, cuModuleGetGlobal)                                        \
   X(FuncGetModule, cuFuncGetModule)                                            \
   X(FuncGetParamInfo, cuFuncGetParamInfo)                                      \
+  X(FuncGetName, cuFuncGetName)                                                \
+  X(KernelGetFunction, cuKernelGetFunction)                                    \
   X(LaunchKernel, cuLaunchKernel)                                              \
   X(PointerGetAttribute, cuPointerGetAttribute)                                \
   X(GetErrorName, cuGetErrorName)
@@ -68,6 +72,14 @@ std::string driverErrorName(CUresult Result);
 
 // The application's definition of a CUDA runtime function, or null.
 void *realSymbol(const char *Name);
+
+// The driver's own definition of a driver function the recorder also
+// defines (what the application's call would have reached), or null.
+void *realDriverSymbol(const char *Name);
+
+// Whether the application uses the CUDA runtime (a driver-API program
+// may not load it at all).
+bool hasRuntime();
 
 template <class F> F real(const char *Name) {
   return reinterpret_cast<F>(realSymbol(Name));

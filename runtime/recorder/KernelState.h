@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mneme::recorder {
@@ -24,7 +25,8 @@ struct KernelState {
   bool Selected = false;
   const void *HostFunction = nullptr;
   std::string Name, Demangled, StaticHash;
-  void **Module = nullptr;
+  void **Module = nullptr;         // runtime-registered kernels
+  std::string_view Image;          // the image its code came from (registry-owned)
   CUfunction Function = nullptr;
   std::vector<KernelParam> Params;
   bool ParamsKnown = false;

@@ -32,8 +32,8 @@ void diff(CapturedLaunch &C, uint64_t ChunkSize) {
 
 void LaunchCapture::start(CUcontext Context) {
   Copier.setContext(Context);
-  MNEME_REAL(cudaEventCreate)(&Start);
-  MNEME_REAL(cudaEventCreate)(&Stop);
+  driver().EventCreate(&Start, CU_EVENT_DEFAULT);
+  driver().EventCreate(&Stop, CU_EVENT_DEFAULT);
 }
 
 void LaunchCapture::reset() {
@@ -78,15 +78,16 @@ bool LaunchCapture::launch(const LaunchRequest &R, CapturedLaunch &C, cudaError_
   // host can deadlock against the runtime's implicit synchronisations in
   // other threads.)
   Snapshot.hold(reinterpret_cast<CUstream>(R.Stream), 100000);
-  MNEME_REAL(cudaEventRecord)(Start, R.Stream);
+  CUstream Stream = reinterpret_cast<CUstream>(R.Stream);
+  driver().EventRecord(Start, Stream);
   Result = R.Launch();
-  MNEME_REAL(cudaEventRecord)(Stop, R.Stream);
-  cudaError_t Done = MNEME_REAL(cudaDeviceSynchronize)();
-  if (Result != cudaSuccess || Done != cudaSuccess) {
+  driver().EventRecord(Stop, Stream);
+  CUresult Done = driver().CtxSynchronize();
+  if (Result != cudaSuccess || Done != CUDA_SUCCESS) {
     Copier.unstage(C.Staged);
     return false;
   }
-  MNEME_REAL(cudaEventElapsedTime)(&C.Ms, Start, Stop);
+  driver().EventElapsedTime(&C.Ms, Start, Stop);
   return true;
 }
 

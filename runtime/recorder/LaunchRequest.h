@@ -18,6 +18,9 @@ struct LaunchRequest {
   size_t SharedMem = 0;
   cudaStream_t Stream = nullptr;
   bool Cooperative = false;
+  // Function is a driver CUfunction or CUkernel (cuLaunchKernel*), not a
+  // runtime host function.
+  bool DriverApi = false;
   // The application's launch, unchanged (set it from a named callable).
   CallRef<cudaError_t> Launch;
 };

@@ -72,10 +72,17 @@ bool Recorder::start() {
       return false;
     }
   }
-  // The runtime creates the primary context on its first real call.
-  MNEME_REAL(cudaFree)(nullptr);
+  // The runtime creates the primary context on its first real call; a
+  // driver-API program has made its context current before any call the
+  // recorder sees.
+  if (hasRuntime())
+    MNEME_REAL(cudaFree)(nullptr);
   CUcontext Context = nullptr;
   driver().CtxGetCurrent(&Context);
+  if (!Context) {
+    report("no CUDA context is current; recording is off");
+    return false;
+  }
   // Registered after the runtime's own exit handler, so it runs first:
   // instances still on their way to the host need the context.
   std::atexit([] { Recorder::get().finish(); });
@@ -86,11 +93,11 @@ bool Recorder::start() {
   }
   openWindow();
 
-  int Device = 0;
-  MNEME_REAL(cudaGetDevice)(&Device);
+  CUdevice Device = 0;
+  driver().CtxGetDevice(&Device);
   int Major = 0, Minor = 0;
-  MNEME_REAL(cudaDeviceGetAttribute)(&Major, cudaDevAttrComputeCapabilityMajor, Device);
-  MNEME_REAL(cudaDeviceGetAttribute)(&Minor, cudaDevAttrComputeCapabilityMinor, Device);
+  driver().DeviceGetAttribute(&Major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, Device);
+  driver().DeviceGetAttribute(&Minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, Device);
   Arch = "sm_" + std::to_string(Major * 10 + Minor);
   char Name[256] = {0};
   if (driver().DeviceGetName(Name, sizeof Name, Device) == CUDA_SUCCESS)
@@ -116,23 +123,39 @@ bool Recorder::openWindow() {
   return false;
 }
 
-KernelState &Recorder::kernelState(const void *Function) {
-  auto [It, New] = Kernels.try_emplace(Function);
+KernelState &Recorder::kernelState(const LaunchRequest &R) {
+  auto [It, New] = Kernels.try_emplace(R.Function);
   KernelState &K = It->second;
   if (!New)
     return K;
-  const KernelSymbol *S = registry().kernel(Function);
-  if (!S) {
-    K.Selected = false; // launched through a handle the runtime did not register
-    return K;
+  if (R.DriverApi) {
+    // A function (or library kernel) of a module the application loaded.
+    CUfunction F = reinterpret_cast<CUfunction>(const_cast<void *>(R.Function));
+    DriverKernel D = registry().driverKernel(F);
+    if (D.Name.empty() || D.Image.empty()) {
+      K.Selected = false; // from a module loaded before the recorder could see it
+      return K;
+    }
+    K.Name = D.Name;
+    K.Image = D.Image;
+    K.Function = D.Function;
+  } else {
+    const KernelSymbol *S = registry().kernel(R.Function);
+    if (!S) {
+      K.Selected = false; // launched through a handle the runtime did not register
+      return K;
+    }
+    K.Name = S->Name;
+    K.Module = S->Module;
+    K.Image = registry().image(K.Module);
   }
-  K.Name = S->Name;
-  K.Module = S->Module;
   K.Demangled = demangle(K.Name);
-  K.HostFunction = Function;
+  K.HostFunction = R.Function;
   K.Selected = !Filter || std::regex_search(K.Name, *Filter) ||
                std::regex_search(K.Demangled, *Filter);
-  K.IR = registry().irFor(K.Name, Arch);
+  // A module loaded at run time carries no IR, whatever a built-in kernel
+  // of the same name does.
+  K.IR = R.DriverApi ? nullptr : registry().irFor(K.Name, Arch);
   // Static identity: the kernel's name and its code (IR if carried, else
   // the application's image).
   IdentityHash H;
@@ -140,7 +163,7 @@ KernelState &Recorder::kernelState(const void *Function) {
   if (K.IR)
     H.add(K.IR->Bitcode);
   else
-    H.add(std::string(registry().image(K.Module)));
+    H.add(std::string(K.Image));
   K.StaticHash = H.hex();
   return K;
 }
@@ -150,10 +173,12 @@ void Recorder::resolveParams(KernelState &K) {
     return;
   K.ParamsKnown = true;
   K.Params.clear();
-  cudaFunction_t F = nullptr;
-  if (MNEME_REAL(cudaGetFuncBySymbol)(&F, K.HostFunction) != cudaSuccess || !F)
-    return;
-  K.Function = reinterpret_cast<CUfunction>(F);
+  if (!K.Function) {
+    cudaFunction_t F = nullptr;
+    if (MNEME_REAL(cudaGetFuncBySymbol)(&F, K.HostFunction) != cudaSuccess || !F)
+      return;
+    K.Function = reinterpret_cast<CUfunction>(F);
+  }
   for (size_t I = 0;; ++I) {
     size_t Offset = 0, Size = 0;
     if (driver().FuncGetParamInfo(K.Function, I, &Offset, &Size) != CUDA_SUCCESS)
@@ -215,7 +240,7 @@ cudaError_t Recorder::launch(const LaunchRequest &R) {
     return R.Launch();
   }
   drainFrees();
-  KernelState &K = kernelState(R.Function);
+  KernelState &K = kernelState(R);
   const Options &O = options();
   if (!K.Selected || ++K.Launches <= O.Skip || K.Recorded >= O.MaxInstances) {
     G.unlock();
@@ -278,13 +303,13 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
     return R.Launch();
   }
   // The kernel must see exactly the memory the snapshot holds.
-  cudaError_t Sync = MNEME_REAL(cudaDeviceSynchronize)();
-  if (Sync != cudaSuccess) {
+  if (driver().CtxSynchronize() != CUDA_SUCCESS) {
     Abandon("");
     return R.Launch();
   }
 
-  std::vector<VariableSymbol> Vars = registry().variables(K.Module);
+  std::vector<VariableSymbol> Vars =
+      K.Module ? registry().variables(K.Module) : std::vector<VariableSymbol>{};
   CapturedLaunch C;
   C.Regions = deviceRegions(Vars);
   std::vector<std::string> Reasons = replayBlockers(K, Args);
@@ -306,8 +331,8 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
 
   unsigned StreamFlags = 0;
   if (R.Stream)
-    MNEME_REAL(cudaStreamGetFlags)(R.Stream, &StreamFlags);
-  Instances.compose(Instance{K, R, Args, Dynamic, C, Vars, registry().image(K.Module), Reasons,
+    driver().StreamGetFlags(reinterpret_cast<CUstream>(R.Stream), &StreamFlags);
+  Instances.compose(Instance{K, R, Args, Dynamic, C, Vars, K.Image, Reasons,
                              StreamFlags, Window, DeviceName, Arch},
                     *Job);
   Capture.handOver(C, *Job);

@@ -43,7 +43,7 @@ public:
 private:
   bool start(); // lazily, under Lock; false: pass everything through
   bool openWindow();
-  KernelState &kernelState(const void *Function);
+  KernelState &kernelState(const LaunchRequest &R);
   void resolveParams(KernelState &K);
   std::string packArgs(const KernelState &K, void **Args) const;
   std::vector<std::string> replayBlockers(const KernelState &K, const std::string &Args);

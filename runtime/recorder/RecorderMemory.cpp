@@ -13,8 +13,8 @@ cudaError_t Recorder::allocate(void **Ptr, size_t Size, const char *Api,
   if (!Ptr || Size == 0 || !start())
     return Real();
   drainFrees();
-  int Device = -1;
-  MNEME_REAL(cudaGetDevice)(&Device);
+  CUdevice Device = -1;
+  driver().CtxGetDevice(&Device);
   if (!WindowFailed && Window.isOpen() && Device == Window.device()) {
     uint64_t At = 0;
     CUresult Err;
@@ -45,7 +45,7 @@ cudaError_t Recorder::release(void *Ptr, CallRef<cudaError_t> Real) {
   if (State == Mode::Recording && Window.isOpen() && Window.contains(P)) {
     drainFrees();
     // cudaFree waits for the device; unmapping needs that too.
-    MNEME_REAL(cudaDeviceSynchronize)();
+    driver().CtxSynchronize();
     return Window.release(P) ? cudaSuccess : cudaErrorInvalidValue;
   }
   Outside.erase(P);

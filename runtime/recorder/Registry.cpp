@@ -1,8 +1,11 @@
 #include "Registry.h"
 
+#include "CudaApi.h"
+
 #include "Options.h"
 #include "mneme/EmbeddedIR.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace mneme::recorder {
@@ -196,6 +199,113 @@ Registry &registry() {
   // Never destroyed: registration and launches may run during exit.
   static Registry *R = new Registry;
   return *R;
+}
+
+namespace {
+
+// The size of an image handed to the driver: a fatbinary's from its
+// header, a cubin's from its ELF headers, PTX's up to its terminating NUL.
+size_t imageSize(const void *Image) {
+  const auto *P = static_cast<const unsigned char *>(Image);
+  uint32_t Magic;
+  std::memcpy(&Magic, P, 4);
+  if (Magic == FatBinaryMagic) {
+    uint16_t HeaderSize;
+    uint64_t Size;
+    std::memcpy(&HeaderSize, P + 6, 2);
+    std::memcpy(&Size, P + 8, 8);
+    return HeaderSize + Size;
+  }
+  if (std::memcmp(P, "\x7f" "ELF", 4) == 0 && P[4] == 2) {
+    uint64_t SectionHeaders, ProgramHeaders;
+    uint16_t ProgramEntry, ProgramCount, SectionEntry, SectionCount;
+    std::memcpy(&ProgramHeaders, P + 0x20, 8);
+    std::memcpy(&SectionHeaders, P + 0x28, 8);
+    std::memcpy(&ProgramEntry, P + 0x36, 2);
+    std::memcpy(&ProgramCount, P + 0x38, 2);
+    std::memcpy(&SectionEntry, P + 0x3A, 2);
+    std::memcpy(&SectionCount, P + 0x3C, 2);
+    uint64_t End = std::max<uint64_t>(SectionHeaders + uint64_t(SectionEntry) * SectionCount,
+                                      ProgramHeaders + uint64_t(ProgramEntry) * ProgramCount);
+    // Section contents lie before the section headers in every cubin
+    // NVIDIA's tools write; the end of the last one bounds the file too.
+    for (uint16_t I = 0; I < SectionCount; ++I) {
+      const unsigned char *H = P + SectionHeaders + uint64_t(I) * SectionEntry;
+      uint32_t Type;
+      uint64_t Offset, Size;
+      std::memcpy(&Type, H + 4, 4);
+      std::memcpy(&Offset, H + 0x18, 8);
+      std::memcpy(&Size, H + 0x20, 8);
+      if (Type != 8) // SHT_NOBITS has no contents
+        End = std::max(End, Offset + Size);
+    }
+    return End;
+  }
+  return std::strlen(static_cast<const char *>(Image)) + 1;
+}
+
+// A fatbinary may come inside the wrapper the compiler emits.
+const void *unwrap(const void *Image) {
+  int Magic;
+  std::memcpy(&Magic, Image, sizeof Magic);
+  return Magic == WrapperMagic ? static_cast<const FatBinaryWrapper *>(Image)->Data : Image;
+}
+
+} // namespace
+
+void Registry::addModuleImage(CUmodule Module, const void *Image) {
+  if (!Module || !Image)
+    return;
+  Image = unwrap(Image);
+  std::string Copy(static_cast<const char *>(Image), imageSize(Image));
+  std::lock_guard<std::mutex> G(Lock);
+  DriverImages[Module] = ImageCopies.emplace_back(std::move(Copy));
+}
+
+void Registry::addLibraryImage(CUlibrary Library, const void *Image) {
+  if (!Library || !Image)
+    return;
+  Image = unwrap(Image);
+  std::string Copy(static_cast<const char *>(Image), imageSize(Image));
+  std::lock_guard<std::mutex> G(Lock);
+  DriverImages[Library] = ImageCopies.emplace_back(std::move(Copy));
+}
+
+void Registry::addLibraryKernel(CUkernel Kernel, CUlibrary Library, const char *Name) {
+  if (!Kernel || !Name)
+    return;
+  std::lock_guard<std::mutex> G(Lock);
+  LibraryKernels[Kernel] = {Library, Name};
+}
+
+DriverKernel Registry::driverKernel(CUfunction Function) const {
+  DriverKernel D;
+  const Driver &Cu = driver();
+  std::lock_guard<std::mutex> G(Lock);
+  if (auto K = LibraryKernels.find(Function); K != LibraryKernels.end()) {
+    auto Image = DriverImages.find(K->second.first);
+    if (Image == DriverImages.end())
+      return D;
+    CUfunction F = nullptr;
+    if (Cu.KernelGetFunction(&F, reinterpret_cast<CUkernel>(Function)) != CUDA_SUCCESS)
+      return D;
+    D.Name = K->second.second;
+    D.Image = Image->second;
+    D.Function = F;
+    return D;
+  }
+  CUmodule Module = nullptr;
+  const char *Name = nullptr;
+  if (Cu.FuncGetModule(&Module, Function) != CUDA_SUCCESS ||
+      Cu.FuncGetName(&Name, Function) != CUDA_SUCCESS || !Name)
+    return D;
+  auto Image = DriverImages.find(Module);
+  if (Image == DriverImages.end())
+    return D;
+  D.Name = Name;
+  D.Image = Image->second;
+  D.Function = Function;
+  return D;
 }
 
 } // namespace mneme::recorder

@@ -4,6 +4,8 @@
 #ifndef MNEME_RECORDER_REGISTRY_H
 #define MNEME_RECORDER_REGISTRY_H
 
+#include <cuda.h>
+
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -38,8 +40,23 @@ struct IRModule {
   bool defines(const std::string &Kernel) const;
 };
 
+// A kernel of a module the application loaded through the driver API.
+struct DriverKernel {
+  std::string Name;
+  std::string_view Image; // the module's image as loaded (PTX, cubin or fatbinary)
+  CUfunction Function = nullptr; // for a library kernel, its function in this context
+};
+
 class Registry {
 public:
+  // Modules and libraries loaded through the driver API: their images are
+  // copied (the application may free its buffer once loaded).
+  void addModuleImage(CUmodule Module, const void *Image);
+  void addLibraryImage(CUlibrary Library, const void *Image);
+  void addLibraryKernel(CUkernel Kernel, CUlibrary Library, const char *Name);
+  // What a driver launch names: a CUfunction of a loaded module, or a CUkernel.
+  DriverKernel driverKernel(CUfunction Function) const;
+
   void addFatBinary(void **Handle, const void *Wrapper);
   void addFunction(void **Handle, const void *HostFunction, const char *DeviceName);
   void addVariable(void **Handle, const void *HostVariable, const char *DeviceName,
@@ -67,6 +84,11 @@ private:
   std::map<const void *, const void *> Handles; // kernel handle -> host function
   std::vector<VariableSymbol> Variables;
   std::deque<IRModule> IR; // stable addresses for irFor()
+  // CUmodule or CUlibrary -> image; images are kept for the process's life
+  // (kernels recorded from them hold views), a handle reused points anew.
+  std::deque<std::string> ImageCopies;
+  std::map<const void *, std::string_view> DriverImages;
+  std::map<const void *, std::pair<const void *, std::string>> LibraryKernels;
 };
 
 Registry &registry();

@@ -75,7 +75,8 @@ bool Server::start() {
   // The runtime starts (and registers its exit handler) on its first real
   // call; registered after it, the report runs first and can still read
   // the kernel times.
-  MNEME_REAL(cudaFree)(nullptr);
+  if (hasRuntime())
+    MNEME_REAL(cudaFree)(nullptr);
   std::atexit([] { Server::get().finish(); });
   State = Mode::Serving;
   return true;
@@ -97,7 +98,8 @@ Server::Kernel &Server::kernel(const void *Function) {
 
 Server::Context *Server::context(CUcontext &Ctx) {
   if (driver().CtxGetCurrent(&Ctx) != CUDA_SUCCESS || !Ctx) {
-    MNEME_REAL(cudaFree)(nullptr); // the runtime makes its context current
+    if (hasRuntime())
+      MNEME_REAL(cudaFree)(nullptr); // the runtime makes its context current
     if (driver().CtxGetCurrent(&Ctx) != CUDA_SUCCESS || !Ctx)
       return nullptr;
   }

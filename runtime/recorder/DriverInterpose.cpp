@@ -1,0 +1,174 @@
+// The CUDA driver API entry points the recorder interposes, for programs
+// that load modules themselves (JIT compilers, driver-API programs): module
+// and library loads keep the image, launches go to the recorder (the
+// serving runtime passes them through), and device memory is served from the VA window as
+// cudaMalloc's is.  Calls the CUDA runtime makes inside itself reach the
+// driver directly, never these.
+#include "CudaApi.h"
+#include "Recorder.h"
+#include "Registry.h"
+#include "Server.h"
+
+#include <cuda.h>
+
+using mneme::recorder::LaunchRequest;
+using mneme::recorder::Recorder;
+using mneme::recorder::Server;
+using mneme::recorder::registry;
+
+namespace {
+
+// The driver's own function behind the recorder's definition of Name.
+#define MNEME_DRIVER(Name)                                                     \
+  ([]() {                                                                      \
+    static auto Fn = reinterpret_cast<decltype(&::Name)>(                      \
+        ::mneme::recorder::realDriverSymbol(MNEME_DRIVER_SYMBOL(Name)));       \
+    return Fn;                                                                 \
+  }())
+#define MNEME_DRIVER_SYMBOL_(X) #X
+// cuda.h maps names to versioned symbols (cuMemAlloc -> cuMemAlloc_v2).
+#define MNEME_DRIVER_SYMBOL(X) MNEME_DRIVER_SYMBOL_(X)
+
+// One driver launch: the recorder sees it as a runtime launch would be,
+// and the application gets the driver's own result.
+template <class F>
+CUresult launchThrough(const char *Api, CUfunction Function, dim3 Grid, dim3 Block,
+                       unsigned SharedMem, CUstream Stream, void **Args, dim3 Cluster,
+                       bool Cooperative, F Real) {
+  CUresult Result = CUDA_ERROR_UNKNOWN;
+  auto Launch = [&] {
+    Result = Real();
+    return Result == CUDA_SUCCESS ? cudaSuccess : cudaErrorLaunchFailure;
+  };
+  LaunchRequest R;
+  R.Api = Api;
+  R.Function = Function;
+  R.Grid = Grid;
+  R.Block = Block;
+  R.Cluster = Cluster;
+  R.Args = Args;
+  R.SharedMem = SharedMem;
+  R.Stream = reinterpret_cast<cudaStream_t>(Stream);
+  R.Cooperative = Cooperative;
+  R.DriverApi = true;
+  R.Launch = Launch;
+  Recorder::get().launch(R);
+  return Result;
+}
+
+CUresult fromRuntime(cudaError_t E) {
+  return E == cudaSuccess ? CUDA_SUCCESS
+         : E == cudaErrorMemoryAllocation ? CUDA_ERROR_OUT_OF_MEMORY
+                                          : CUDA_ERROR_INVALID_VALUE;
+}
+
+} // namespace
+
+#pragma GCC visibility push(default)
+extern "C" {
+
+CUresult cuModuleLoadData(CUmodule *Module, const void *Image) {
+  CUresult R = MNEME_DRIVER(cuModuleLoadData)(Module, Image);
+  if (R == CUDA_SUCCESS && Module)
+    registry().addModuleImage(*Module, Image);
+  return R;
+}
+
+CUresult cuModuleLoadDataEx(CUmodule *Module, const void *Image, unsigned NumOptions,
+                            CUjit_option *Options, void **Values) {
+  CUresult R = MNEME_DRIVER(cuModuleLoadDataEx)(Module, Image, NumOptions, Options, Values);
+  if (R == CUDA_SUCCESS && Module)
+    registry().addModuleImage(*Module, Image);
+  return R;
+}
+
+CUresult cuModuleLoadFatBinary(CUmodule *Module, const void *FatBinary) {
+  CUresult R = MNEME_DRIVER(cuModuleLoadFatBinary)(Module, FatBinary);
+  if (R == CUDA_SUCCESS && Module)
+    registry().addModuleImage(*Module, FatBinary);
+  return R;
+}
+
+CUresult cuLibraryLoadData(CUlibrary *Library, const void *Code, CUjit_option *JitOptions,
+                           void **JitValues, unsigned NumJitOptions,
+                           CUlibraryOption *LibraryOptions, void **LibraryValues,
+                           unsigned NumLibraryOptions) {
+  CUresult R = MNEME_DRIVER(cuLibraryLoadData)(Library, Code, JitOptions, JitValues,
+                                               NumJitOptions, LibraryOptions, LibraryValues,
+                                               NumLibraryOptions);
+  if (R == CUDA_SUCCESS && Library)
+    registry().addLibraryImage(*Library, Code);
+  return R;
+}
+
+CUresult cuLibraryGetKernel(CUkernel *Kernel, CUlibrary Library, const char *Name) {
+  CUresult R = MNEME_DRIVER(cuLibraryGetKernel)(Kernel, Library, Name);
+  if (R == CUDA_SUCCESS && Kernel)
+    registry().addLibraryKernel(*Kernel, Library, Name);
+  return R;
+}
+
+CUresult cuLaunchKernel(CUfunction F, unsigned GridX, unsigned GridY, unsigned GridZ,
+                        unsigned BlockX, unsigned BlockY, unsigned BlockZ, unsigned SharedMem,
+                        CUstream Stream, void **Params, void **Extra) {
+  auto Real = [&] {
+    return MNEME_DRIVER(cuLaunchKernel)(F, GridX, GridY, GridZ, BlockX, BlockY, BlockZ,
+                                        SharedMem, Stream, Params, Extra);
+  };
+  // Arguments packed in one buffer are not recorded; serving passes
+  // driver launches through.
+  if (Extra || !Params || Server::enabled())
+    return Real();
+  return launchThrough("cuLaunchKernel", F, dim3(GridX, GridY, GridZ),
+                       dim3(BlockX, BlockY, BlockZ), SharedMem, Stream, Params, dim3(0, 0, 0),
+                       false, Real);
+}
+
+CUresult cuLaunchKernelEx(const CUlaunchConfig *Config, CUfunction F, void **Params,
+                          void **Extra) {
+  auto Real = [&] { return MNEME_DRIVER(cuLaunchKernelEx)(Config, F, Params, Extra); };
+  if (!Config || Extra || !Params || Server::enabled())
+    return Real();
+  dim3 Cluster(0, 0, 0);
+  bool Cooperative = false;
+  for (unsigned I = 0; I < Config->numAttrs; ++I) {
+    const CUlaunchAttribute &A = Config->attrs[I];
+    if (A.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
+      Cooperative = A.value.cooperative != 0;
+    else if (A.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+      Cluster = dim3(A.value.clusterDim.x, A.value.clusterDim.y, A.value.clusterDim.z);
+  }
+  return launchThrough("cuLaunchKernelEx", F,
+                       dim3(Config->gridDimX, Config->gridDimY, Config->gridDimZ),
+                       dim3(Config->blockDimX, Config->blockDimY, Config->blockDimZ),
+                       Config->sharedMemBytes, Config->hStream, Params, Cluster, Cooperative,
+                       Real);
+}
+
+CUresult cuMemAlloc(CUdeviceptr *Ptr, size_t Size) {
+  if (Server::enabled() || !Ptr)
+    return MNEME_DRIVER(cuMemAlloc)(Ptr, Size);
+  CUresult Driver = CUDA_SUCCESS;
+  cudaError_t R = Recorder::get().allocate(reinterpret_cast<void **>(Ptr), Size, "cuMemAlloc",
+                                           [&] {
+                                             Driver = MNEME_DRIVER(cuMemAlloc)(Ptr, Size);
+                                             return Driver == CUDA_SUCCESS
+                                                        ? cudaSuccess
+                                                        : cudaErrorMemoryAllocation;
+                                           });
+  return Driver != CUDA_SUCCESS ? Driver : fromRuntime(R);
+}
+
+CUresult cuMemFree(CUdeviceptr Ptr) {
+  if (Server::enabled() || !Ptr)
+    return MNEME_DRIVER(cuMemFree)(Ptr);
+  CUresult Driver = CUDA_SUCCESS;
+  cudaError_t R = Recorder::get().release(reinterpret_cast<void *>(Ptr), [&] {
+    Driver = MNEME_DRIVER(cuMemFree)(Ptr);
+    return Driver == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+  });
+  return Driver != CUDA_SUCCESS ? Driver : fromRuntime(R);
+}
+
+} // extern "C"
+#pragma GCC visibility pop

@@ -1,0 +1,89 @@
+"""GPU tier: kernels mneme-cc did not compile (tests/samples/anykernel).
+
+An nvcc-built program (sm_90 code with compute_90 PTX, and machine code
+only) and a driver-API program that loads PTX, a cubin or a fatbinary with
+cuModuleLoadData and launches with cuLaunchKernel and cuLaunchKernelEx:
+each records with its output unchanged, says what it carries, replays bit
+for bit with the application's image (and, with PTX, with that PTX
+assembled here), and tunes to a verified configuration in the space that
+follows what it carries.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import build_anykernel, run
+
+from mneme_cc.record.db import RecordDB
+
+pytestmark = pytest.mark.gpu
+
+SCALE_ADD = "_Z9scale_addPfPKffi"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    return build_anykernel(tmp_path_factory.mktemp("anykernel"), "runtime_ptx", "runtime_cubin",
+                           "driver_app", "kernels.ptx", "kernels.cubin", "kernels.fatbin")
+
+
+def record(tmp_path, *command: str) -> RecordDB:
+    expected = run(list(command)).stdout
+    db_path = tmp_path / "db"
+    recorded = run(["mneme", "record", "-rdb", str(db_path), "--", *command])
+    assert recorded.stdout == expected and "checksum" in expected  # recording changes nothing
+    return RecordDB(db_path)
+
+
+def check(db: RecordDB) -> dict:
+    out = run(["mneme", "check", "-rdb", str(db.path), "--json"])
+    report = json.loads(out.stdout)
+    assert report["totals"]["failed"] == 0, out.stdout
+    assert report["totals"]["bitwise"] == report["totals"]["instances"] == len(db.instances)
+    return report
+
+
+def tune(db: RecordDB, kernel: str) -> list[dict]:
+    """Each instance of kernel tuned briefly: a verified best, nothing refused."""
+    out = run(["mneme", "tune", "-rdb", str(db.path), "--kernel", kernel, "--timeout", "6",
+               "--json"])
+    summaries = json.loads(out.stdout)
+    summaries = summaries if isinstance(summaries, list) else [summaries]
+    for summary in summaries:
+        assert summary["best_median_ms"] is not None, summary
+        assert summary["outcomes"].get("verified", 0) >= 1, summary
+        assert not summary["outcomes"].get("compile_error"), summary
+        assert not summary["outcomes"].get("failed_verification"), summary
+    return summaries
+
+
+def test_an_nvcc_build_with_ptx_records_replays_and_tunes_its_ptx(built, tmp_path):
+    db = record(tmp_path, str(built / "runtime_ptx"))
+    assert {k.name for k in db.kernels} == {SCALE_ADD, "_Z10accumulateIdEvPT_PKS0_i"}
+    assert {k.provenance for k in db.kernels} == {"ptx"}
+    report = check(db)
+    assert all(set(i["baselines"]) == {"original", "ptx"} for i in report["instances"])
+    tune(db, SCALE_ADD)
+
+
+def test_machine_code_only_replays_and_tunes_geometry(built, tmp_path):
+    db = record(tmp_path, str(built / "runtime_cubin"))
+    assert {k.provenance for k in db.kernels} == {"cubin"}
+    report = check(db)
+    assert all(set(i["baselines"]) == {"original"} for i in report["instances"])
+    tune(db, SCALE_ADD)
+
+
+@pytest.mark.parametrize("module, carries", [("kernels.ptx", "ptx"), ("kernels.cubin", "cubin"),
+                                             ("kernels.fatbin", "ptx")])
+def test_modules_loaded_through_the_driver_record_replay_and_tune(built, tmp_path, module,
+                                                                  carries):
+    db = record(tmp_path, str(built / "driver_app"), str(built / module))
+    assert {k.name for k in db.kernels} == {"saxpy", "shift"}
+    assert {k.provenance for k in db.kernels} == {carries}
+    apis = {i.api for i in db.instances}
+    assert apis == {"cuLaunchKernel", "cuLaunchKernelEx"}
+    check(db)
+    tune(db, "saxpy")

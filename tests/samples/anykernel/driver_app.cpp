@@ -1,0 +1,84 @@
+// A driver-API program: loads a module image (PTX, cubin or fatbinary) from
+// the file it is given, launches its kernels with cuLaunchKernel and
+// cuLaunchKernelEx, and prints a checksum of the results.
+#include <cuda.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#define CHECK(call)                                                                   \
+  do {                                                                                \
+    CUresult r_ = (call);                                                             \
+    if (r_ != CUDA_SUCCESS) {                                                         \
+      const char *s_ = nullptr;                                                       \
+      cuGetErrorString(r_, &s_);                                                      \
+      std::fprintf(stderr, "%s failed: %s\n", #call, s_ ? s_ : "?");                 \
+      return 1;                                                                       \
+    }                                                                                 \
+  } while (0)
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: driver_app MODULE(.ptx|.cubin|.fatbin)\n");
+    return 2;
+  }
+  std::ifstream in(argv[1], std::ios::binary);
+  std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (image.empty()) {
+    std::fprintf(stderr, "cannot read %s\n", argv[1]);
+    return 2;
+  }
+  image.push_back('\0'); // PTX is a C string
+  CHECK(cuInit(0));
+  CUdevice dev;
+  CHECK(cuDeviceGet(&dev, 0));
+  CUcontext ctx;
+  CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+  CHECK(cuCtxSetCurrent(ctx));
+  CUmodule module;
+  CHECK(cuModuleLoadData(&module, image.data()));
+  CUfunction saxpy, shift;
+  CHECK(cuModuleGetFunction(&saxpy, module, "saxpy"));
+  CHECK(cuModuleGetFunction(&shift, module, "shift"));
+
+  const int n = 1 << 20;
+  std::vector<float> x(n), y(n);
+  for (int i = 0; i < n; ++i) {
+    x[i] = (i % 1000) * 0.001f;
+    y[i] = (i % 33) * 0.25f;
+  }
+  CUdeviceptr dx, dy;
+  CHECK(cuMemAlloc(&dx, n * sizeof(float)));
+  CHECK(cuMemAlloc(&dy, n * sizeof(float)));
+  CHECK(cuMemcpyHtoD(dx, x.data(), n * sizeof(float)));
+  CHECK(cuMemcpyHtoD(dy, y.data(), n * sizeof(float)));
+  float a = 2.5f;
+  int count = n;
+  void *saxpy_args[] = {&dy, &dx, &a, &count};
+  for (int step = 0; step < 2; ++step)
+    CHECK(cuLaunchKernel(saxpy, n / 256, 1, 1, 256, 1, 1, 0, nullptr, saxpy_args, nullptr));
+  void *shift_args[] = {&dy, &count};
+  CUlaunchConfig config = {};
+  config.gridDimX = n / 128;
+  config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = 128;
+  config.blockDimY = config.blockDimZ = 1;
+  CHECK(cuLaunchKernelEx(&config, shift, shift_args, nullptr));
+  CHECK(cuCtxSynchronize());
+  CHECK(cuMemcpyDtoH(y.data(), dy, n * sizeof(float)));
+  uint64_t h = 1469598103934665603ull;
+  for (float v : y) {
+    const unsigned char *p = reinterpret_cast<const unsigned char *>(&v);
+    for (int i = 0; i < 4; ++i)
+      h = (h ^ p[i]) * 1099511628211ull;
+  }
+  std::printf("checksum %016llx\n", (unsigned long long)h);
+  CHECK(cuMemFree(dx));
+  CHECK(cuMemFree(dy));
+  CHECK(cuModuleUnload(module));
+  return 0;
+}
