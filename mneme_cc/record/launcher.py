@@ -156,9 +156,10 @@ def links_static_cuda_runtime(program: str) -> bool:
 
 def _why_nothing(program: str) -> str:
     if links_static_cuda_runtime(program):
-        return (f"{program} links the CUDA runtime statically, which the recorder cannot "
-                f"interpose; link it with the shared runtime (mneme-nvcc and mneme-cxx do; "
-                f"CMake: CUDA_RUNTIME_LIBRARY Shared; nvcc: -cudart shared)")
+        return (f"{program} links the CUDA runtime statically and none of its launches "
+                f"reached the recorder (it sees them through the driver's entry points, on "
+                f"x86-64 Linux); the shared runtime is interposed directly (mneme-nvcc and "
+                f"mneme-cxx link it; CMake: CUDA_RUNTIME_LIBRARY Shared; nvcc: -cudart shared)")
     return ("no kernel launch reached the recorder (none was launched, none matched "
             "--kernels, or --skip skipped them all)")
 

@@ -1,7 +1,7 @@
 """GPU tier: kernels mneme-cc did not compile (tests/samples/anykernel).
 
 An nvcc-built program (sm_90 code with compute_90 PTX, and machine code
-only) and a driver-API program that loads PTX, a cubin or a fatbinary with
+only; the shared CUDA runtime, and the static one nvcc links by default) and a driver-API program that loads PTX, a cubin or a fatbinary with
 cuModuleLoadData and launches with cuLaunchKernel and cuLaunchKernelEx:
 each records with its output unchanged, says what it carries, replays bit
 for bit with the application's image (and, with PTX, with that PTX
@@ -26,7 +26,7 @@ SCALE_ADD = "_Z9scale_addPfPKffi"
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     return build_anykernel(tmp_path_factory.mktemp("anykernel"), "runtime_ptx", "runtime_cubin",
-                           "driver_app", "kernels.ptx", "kernels.cubin", "kernels.fatbin")
+                           "runtime_static", "driver_app", "kernels.ptx", "kernels.cubin", "kernels.fatbin")
 
 
 def record(tmp_path, *command: str) -> RecordDB:
@@ -59,8 +59,11 @@ def tune(db: RecordDB, kernel: str) -> list[dict]:
     return summaries
 
 
-def test_an_nvcc_build_with_ptx_records_replays_and_tunes_its_ptx(built, tmp_path):
-    db = record(tmp_path, str(built / "runtime_ptx"))
+@pytest.mark.parametrize("program", ["runtime_ptx", "runtime_static"])
+def test_an_nvcc_build_with_ptx_records_replays_and_tunes_its_ptx(built, tmp_path, program):
+    """With the shared CUDA runtime, and with the static one nvcc links by
+    default (seen through the driver's entry points)."""
+    db = record(tmp_path, str(built / program))
     assert {k.name for k in db.kernels} == {SCALE_ADD, "_Z10accumulateIdEvPT_PKS0_i"}
     assert {k.provenance for k in db.kernels} == {"ptx"}
     report = check(db)

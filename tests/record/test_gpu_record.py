@@ -333,7 +333,7 @@ def test_selection_and_listing(example_binaries, tmp_path):
         (inst,) = kernel.instances
         assert inst.launch_index == 3  # two warm-up launches skipped
     listing = run(["mneme", "ls", str(db_path), "--verify"]).stdout
-    assert "2 kernel(s), 2 instance(s)" in listing and "replayable from IR" in listing
+    assert "2 kernel(s), 2 instance(s)" in listing and "carries IR" in listing
     inst = db.instances[0]
     shown = run(["mneme", "show", str(db_path), inst.name, "--json"]).stdout
     assert f'"instance": "{inst.name}"' in shown
@@ -350,7 +350,8 @@ def test_not_built_with_mneme(example_binaries, tmp_path):
     db = RecordDB(tmp_path / "db")
     (kernel,) = db.kernels
     assert not kernel.has_ir and kernel.image() is not None
-    assert "replayable with its original binary only" in run(["mneme", "ls", str(tmp_path / "db")]).stdout
+    assert kernel.provenance == "ptx"  # -arch=sm_90 embeds compute_90 PTX too
+    assert "carries PTX (compute_90), no IR" in run(["mneme", "ls", str(tmp_path / "db")]).stdout
 
 
 @pytest.mark.parametrize("name, flags, message, reason", [

@@ -256,7 +256,7 @@ def test_ls_and_show(synthetic):
     assert shown["grid"] == [4, 1, 1] and len(shown["prologue"]) == 4
     assert [r["chunks"] for r in shown["epilogue"]][:2] == [0, 0]
     text = run(["mneme", "show", str(path), "add"]).stdout
-    assert entry["static_hash"] in text and "replayable from IR" in text
+    assert entry["static_hash"] in text and "carries IR" in text
     proc = run(["mneme", "show", str(path), "nothing-like-this"], check=False)
     assert proc.returncode == 2 and "no kernel" in proc.stderr
     # A damaged state file of a named instance is said as such.

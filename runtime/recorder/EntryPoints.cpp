@@ -1,0 +1,141 @@
+// How a program finds driver functions without linking libcuda: dlsym on
+// the driver's handle (JIT launchers) or cuGetProcAddress (the static CUDA
+// runtime nvcc links by default, language bindings).  Both are answered
+// with the recorder's definitions of the functions DriverInterpose.cpp
+// interposes, so those programs' module loads, launches and allocations
+// reach the recorder as a linked program's do.  Lookups made by the shared
+// CUDA runtime (whose runtime calls are interposed already) and by the
+// recorder itself get the driver's own functions.
+#include "CudaApi.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <cstring>
+#include <string>
+
+extern "C" __attribute__((visibility("hidden"))) void *mneme_real_dlsym_fn(void *Handle,
+                                                                           const char *Name);
+
+namespace {
+
+// The driver functions the recorder defines, by the names lookups use.
+struct Replacement {
+  const char *Name;
+  void *Ours;
+};
+
+bool isOurs(const void *Caller) {
+  Dl_info Self, Info;
+  static const bool Known = dladdr(reinterpret_cast<void *>(&isOurs), &Self) != 0;
+  if (!Known || !dladdr(Caller, &Info))
+    return false;
+  if (Info.dli_fbase == Self.dli_fbase)
+    return true;
+  // The shared CUDA runtime: its launches are recorded where it is entered.
+  return Info.dli_fname && std::strstr(Info.dli_fname, "libcudart.so");
+}
+
+void *replacementFor(const char *Name, bool PerThreadStream) {
+  if (!Name || PerThreadStream)
+    return nullptr; // the _ptsz variants keep the driver's own
+  static const Replacement Table[] = {
+      {"cuModuleLoadData", reinterpret_cast<void *>(&cuModuleLoadData)},
+      {"cuModuleLoadDataEx", reinterpret_cast<void *>(&cuModuleLoadDataEx)},
+      {"cuModuleLoadFatBinary", reinterpret_cast<void *>(&cuModuleLoadFatBinary)},
+      {"cuLibraryLoadData", reinterpret_cast<void *>(&cuLibraryLoadData)},
+      {"cuLibraryGetKernel", reinterpret_cast<void *>(&cuLibraryGetKernel)},
+      {"cuLaunchKernel", reinterpret_cast<void *>(&cuLaunchKernel)},
+      {"cuLaunchKernelEx", reinterpret_cast<void *>(&cuLaunchKernelEx)},
+      {"cuMemAlloc_v2", reinterpret_cast<void *>(&cuMemAlloc)},
+      {"cuMemFree_v2", reinterpret_cast<void *>(&cuMemFree)},
+  };
+  for (const Replacement &R : Table)
+    if (std::strcmp(R.Name, Name) == 0)
+      return R.Ours;
+  return nullptr;
+}
+
+} // namespace
+
+#pragma GCC visibility push(default)
+extern "C" {
+
+CUresult cuGetProcAddress(const char *Symbol, void **Function, int CudaVersion,
+                          cuuint64_t Flags, CUdriverProcAddressQueryResult *Status) {
+  static auto Real = reinterpret_cast<decltype(&cuGetProcAddress)>(
+      mneme::recorder::realDriverSymbol("cuGetProcAddress_v2"));
+  if (!Real)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult R = Real(Symbol, Function, CudaVersion, Flags, Status);
+  if (R != CUDA_SUCCESS || !Function || !*Function || isOurs(__builtin_return_address(0)))
+    return R;
+  // cuMemAlloc and cuMemFree are looked up by their base names; what is
+  // returned for a version from 3.2 on is the _v2 function.
+  std::string Name = Symbol ? Symbol : "";
+  if ((Name == "cuMemAlloc" || Name == "cuMemFree") && CudaVersion >= 3020)
+    Name += "_v2";
+  if (void *Ours = replacementFor(Name.c_str(),
+                                  Flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
+    *Function = Ours;
+  return R;
+}
+
+} // extern "C"
+#pragma GCC visibility pop
+
+// glibc's dlsym, found by version.
+extern "C" __attribute__((visibility("hidden"))) void *(*mneme_real_dlsym)(void *,
+                                                                           const char *) =
+    nullptr;
+
+static void findRealDlsym() {
+  if (mneme_real_dlsym)
+    return;
+  void *F = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+  if (!F)
+    F = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+  mneme_real_dlsym = reinterpret_cast<void *(*)(void *, const char *)>(F);
+}
+
+extern "C" __attribute__((visibility("hidden"))) void *mneme_real_dlsym_fn(void *Handle,
+                                                                           const char *Name) {
+  findRealDlsym();
+  return mneme_real_dlsym ? mneme_real_dlsym(Handle, Name) : nullptr;
+}
+
+// dlsym's other handles (RTLD_NEXT goes straight to the real dlsym, so that
+// its meaning, "after the caller", is kept: see the entry below).
+extern "C" __attribute__((visibility("hidden"))) void *mneme_dlsym_other(void *Handle,
+                                                                         const char *Name) {
+  void *Found = mneme_real_dlsym_fn(Handle, Name);
+  if (!Found || isOurs(__builtin_return_address(0)))
+    return Found;
+  if (Name && std::strcmp(Name, "cuGetProcAddress_v2") == 0)
+    return reinterpret_cast<void *>(&cuGetProcAddress);
+  if (void *Ours = replacementFor(Name, false))
+    return Ours;
+  return Found;
+}
+
+__attribute__((constructor)) static void findRealDlsymEarly() { findRealDlsym(); }
+
+#if defined(__x86_64__)
+// dlsym itself: a jump, not a call, so that glibc still sees the caller's
+// return address (RTLD_NEXT and the caller's namespace depend on it).
+asm(R"(
+  .text
+  .globl dlsym
+  .type dlsym, @function
+dlsym:
+  movq mneme_real_dlsym(%rip), %rax
+  testq %rax, %rax
+  jz 1f
+  cmpq $-1, %rdi
+  jne 1f
+  jmp *%rax
+1:
+  jmp mneme_dlsym_other
+  .size dlsym, .-dlsym
+)");
+#endif
