@@ -26,11 +26,14 @@ struct Replacement {
 };
 
 bool isOurs(const void *Caller) {
-  Dl_info Self, Info;
-  static const bool Known = dladdr(reinterpret_cast<void *>(&isOurs), &Self) != 0;
-  if (!Known || !dladdr(Caller, &Info))
+  static const void *Self = [] {
+    Dl_info Info;
+    return dladdr(reinterpret_cast<void *>(&isOurs), &Info) ? Info.dli_fbase : nullptr;
+  }();
+  Dl_info Info;
+  if (!Self || !dladdr(Caller, &Info))
     return false;
-  if (Info.dli_fbase == Self.dli_fbase)
+  if (Info.dli_fbase == Self)
     return true;
   // The shared CUDA runtime: its launches are recorded where it is entered.
   return Info.dli_fname && std::strstr(Info.dli_fname, "libcudart.so");
@@ -56,6 +59,15 @@ void *replacementFor(const char *Name, bool PerThreadStream) {
   return nullptr;
 }
 
+// cuGetProcAddress as CUDA 11.3 to 11.8 define it (no status).
+using GetProcAddressV1 = CUresult (*)(const char *, void **, int, cuuint64_t);
+CUresult getProcAddressV1(const char *Symbol, void **Function, int CudaVersion,
+                          cuuint64_t Flags);
+
+// What a lookup by base name and CUDA version answers with, if it is one
+// of the recorder's functions.
+void substitute(const char *Symbol, void **Function, int CudaVersion, cuuint64_t Flags);
+
 } // namespace
 
 #pragma GCC visibility push(default)
@@ -68,21 +80,47 @@ CUresult cuGetProcAddress(const char *Symbol, void **Function, int CudaVersion,
   if (!Real)
     return CUDA_ERROR_NOT_INITIALIZED;
   CUresult R = Real(Symbol, Function, CudaVersion, Flags, Status);
-  if (R != CUDA_SUCCESS || !Function || !*Function || isOurs(__builtin_return_address(0)))
-    return R;
-  // cuMemAlloc and cuMemFree are looked up by their base names; what is
-  // returned for a version from 3.2 on is the _v2 function.
-  std::string Name = Symbol ? Symbol : "";
-  if ((Name == "cuMemAlloc" || Name == "cuMemFree") && CudaVersion >= 3020)
-    Name += "_v2";
-  if (void *Ours = replacementFor(Name.c_str(),
-                                  Flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
-    *Function = Ours;
+  if (R == CUDA_SUCCESS && Function && *Function && !isOurs(__builtin_return_address(0)))
+    substitute(Symbol, Function, CudaVersion, Flags);
   return R;
 }
 
 } // extern "C"
 #pragma GCC visibility pop
+
+namespace {
+
+CUresult getProcAddressV1(const char *Symbol, void **Function, int CudaVersion,
+                          cuuint64_t Flags) {
+  static auto Real =
+      reinterpret_cast<GetProcAddressV1>(mneme::recorder::realDriverSymbol("cuGetProcAddress"));
+  if (!Real)
+    return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult R = Real(Symbol, Function, CudaVersion, Flags);
+  if (R == CUDA_SUCCESS && Function && *Function && !isOurs(__builtin_return_address(0)))
+    substitute(Symbol, Function, CudaVersion, Flags);
+  return R;
+}
+
+void substitute(const char *Symbol, void **Function, int CudaVersion, cuuint64_t Flags) {
+  std::string Name = Symbol ? Symbol : "";
+  // A program that looks cuGetProcAddress itself up (the static CUDA
+  // runtime does) keeps going through the recorder.
+  if (Name == "cuGetProcAddress") {
+    *Function = CudaVersion >= 12000 ? reinterpret_cast<void *>(&cuGetProcAddress)
+                                     : reinterpret_cast<void *>(&getProcAddressV1);
+    return;
+  }
+  // cuMemAlloc and cuMemFree are looked up by their base names; what is
+  // returned for a version from 3.2 on is the _v2 function.
+  if ((Name == "cuMemAlloc" || Name == "cuMemFree") && CudaVersion >= 3020)
+    Name += "_v2";
+  if (void *Ours = replacementFor(Name.c_str(),
+                                  Flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
+    *Function = Ours;
+}
+
+} // namespace
 
 // glibc's dlsym, found by version.
 extern "C" __attribute__((visibility("hidden"))) void *(*mneme_real_dlsym)(void *,
@@ -113,6 +151,8 @@ extern "C" __attribute__((visibility("hidden"))) void *mneme_dlsym_other(void *H
     return Found;
   if (Name && std::strcmp(Name, "cuGetProcAddress_v2") == 0)
     return reinterpret_cast<void *>(&cuGetProcAddress);
+  if (Name && std::strcmp(Name, "cuGetProcAddress") == 0)
+    return reinterpret_cast<void *>(&getProcAddressV1);
   if (void *Ours = replacementFor(Name, false))
     return Ours;
   return Found;

@@ -1,7 +1,8 @@
 """GPU tier: kernels mneme-cc did not compile (tests/samples/anykernel).
 
 An nvcc-built program (sm_90 code with compute_90 PTX, and machine code
-only; the shared CUDA runtime, and the static one nvcc links by default) and a driver-API program that loads PTX, a cubin or a fatbinary with
+only; the shared CUDA runtime, and the static one nvcc links by default)
+and a driver-API program that loads PTX, a cubin or a fatbinary with
 cuModuleLoadData and launches with cuLaunchKernel and cuLaunchKernelEx:
 each records with its output unchanged, says what it carries, replays bit
 for bit with the application's image (and, with PTX, with that PTX
