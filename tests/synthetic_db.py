@@ -31,11 +31,13 @@ def _chunks(db: Path, data: bytes) -> list[tuple[int, str]]:
 def make_database(db: Path, a: np.ndarray, b: np.ndarray, out_after: np.ndarray,
                   bitcode: bytes | None = None,
                   kernel: tuple[str, str] = ("_Z3addPKfS0_Pfi",
-                                             "add(float const*, float const*, float*, int)")
-                  ) -> dict:
+                                             "add(float const*, float const*, float*, int)"),
+                  image: bytes | None = None) -> dict:
     """One kernel `add(float const*, float const*, float*, int)`, one instance:
     allocations a, b and out (zeros before, out_after after). `bitcode` and
-    `kernel` (mangled, demangled) give a real module of that signature instead."""
+    `kernel` (mangled, demangled) give a real module of that signature instead;
+    `image` (PTX, a cubin or a fatbinary) makes it a kernel without IR, as an
+    nvcc build or a module loaded at run time records."""
     _native.init_database(str(db))
     base = 0x200000000000
     out_before = np.zeros_like(out_after)
@@ -48,7 +50,7 @@ def make_database(db: Path, a: np.ndarray, b: np.ndarray, out_after: np.ndarray,
     entry = {
         "format": "mneme-instance", "version": 1, "kernel": kernel[0],
         "demangled": kernel[1],
-        "static_hash": static, "dynamic_hash": dynamic, "has_ir": True,
+        "static_hash": static, "dynamic_hash": dynamic, "has_ir": image is None,
         "launch": {"api": "cudaLaunchKernel", "grid": [4, 1, 1], "block": [256, 1, 1],
                    "cluster": None, "shared_mem_bytes": 0, "cooperative": False,
                    "stream_flags": 0, "default_stream": True},
@@ -86,6 +88,13 @@ def make_database(db: Path, a: np.ndarray, b: np.ndarray, out_after: np.ndarray,
                      "metadata": {"arch": "sm_90", "kernels": [{"name": entry["kernel"]}],
                                   "codegen": {"opt_level": "3", "fp_contract": "fast"}}},
               "image": None, "params": entry["params"], "globals": []}
+    if image is not None:
+        state = {"kind": IMAGE, "chunk_size": CHUNK, "metadata": "",
+                 "regions": [{"kind": 3, "name": "image", "address": 0, "size": len(image),
+                              "chunks": _chunks(db, image)}]}
+        (db / f"Image.{static}.mneme").write_bytes(_native.encode_state(state))
+        kernel.update(has_ir=False, ir=None,
+                      image={"file": f"Image.{static}.mneme", "bytes": len(image)})
     (db / f"{static}.json").write_text(json.dumps(kernel))
     stored = sum(f.stat().st_size for f in (db / "chunks").rglob("*") if f.is_file())
     (db / "index" / f"{static}.{dynamic}.json").write_text(json.dumps({**entry,

@@ -1,0 +1,106 @@
+"""What a kernel without IR can be tuned on, decided from what it carries
+(a synthetic record database holding an nvcc-style image, no GPU)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from synthetic_db import make_database
+from tune_doubles import H100
+
+from mneme_cc.errors import UsageError
+from mneme_cc.record.db import RecordDB
+from mneme_cc.tune.auto import Auto
+from mneme_cc.tune.presets import load_space
+
+KERNEL = "_Z3addPKfS0_Pfi"
+PTX = f"""//
+.version 9.0
+.target sm_90
+.address_size 64
+
+.visible .entry {KERNEL}(
+\t.param .u64 p0, .param .u64 p1, .param .u64 p2, .param .u32 p3
+)
+{{
+\tret;
+}}
+""".encode() + b"\0"
+
+
+def database(tmp_path, image: bytes) -> RecordDB:
+    a = np.arange(1024, dtype=np.float32)
+    make_database(tmp_path / "db", a, a, a + a, image=image)
+    return RecordDB(tmp_path / "db")
+
+
+def cubin_image() -> bytes:
+    """A minimal CUDA ELF defining the kernel as an entry (what cubin_kernels reads)."""
+    import struct
+
+    strtab = b"\0" + KERNEL.encode() + b"\0"
+    shstr = b"\0.strtab\0.symtab\0.shstrtab\0"
+    sym = bytes(24) + struct.pack("<IBBHQQ", 1, 0x12, 0x10, 0, 0, 0)  # STT_FUNC, entry
+    body = strtab + shstr + sym
+    shoff = 64 + len(body)
+    sections = [bytes(64),
+                struct.pack("<IIQQQQIIQQ", 1, 3, 0, 0, 64, len(strtab), 0, 0, 1, 0),
+                struct.pack("<IIQQQQIIQQ", 9, 2, 0, 0, 64 + len(strtab) + len(shstr), len(sym),
+                            1, 1, 8, 24),
+                struct.pack("<IIQQQQIIQQ", 17, 3, 0, 0, 64 + len(strtab), len(shstr), 0, 0, 1,
+                            0)]
+    header = b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack(
+        "<HHIQQQIHHHHHH", 2, 190, 1, 0, 0, shoff, 90 << 8, 64, 0, 0, 64, len(sections), 3)
+    return header + body + b"".join(sections)
+
+
+def test_a_kernel_with_ptx_tunes_ptxas_bounds_and_registers(tmp_path):
+    db = database(tmp_path, PTX)
+    (kernel,) = db.kernels
+    assert kernel.provenance == "ptx" and kernel.ptx_image().arch == 90
+    assert "carries PTX (compute_90), no IR" in kernel.replay_note
+    space = Auto(db.instances[0], H100)
+    names = {d.name for d in space.dimensions()}
+    assert names == {"launch_bounds", "min_blocks_per_sm", "max_registers"}
+    config = space.derive(space.initial_params())
+    assert config.baseline is None and config.pipeline == "default<O3>"
+    space.changes_numerics = True  # ptxas's level may change the rounding: only then searched
+    assert "ptxas_opt_level" in {d.name for d in space.dimensions()}
+    assert {d.name for d in load_space("ptx", db.instances[0], H100).dimensions()} >= \
+        {"ptxas_opt_level", "max_registers", "launch_bounds"}
+    with pytest.raises(UsageError, match="carries PTX, no IR; use --space auto or one of ptx"):
+        load_space("standard", db.instances[0], H100)
+
+
+def test_a_kernel_with_machine_code_only_tunes_geometry_from_its_image(tmp_path):
+    db = database(tmp_path, cubin_image())
+    (kernel,) = db.kernels
+    assert kernel.provenance == "cubin" and kernel.ptx_image() is None
+    space = Auto(db.instances[0], H100)
+    assert space.dimensions() == []  # geometry only once calibrate() finds it verifies
+    space.launch_agnostic = True
+    assert [d.name for d in space.dimensions()] == ["block"]
+    config = space.derive({"block": 128})
+    assert config.baseline == "original" and config.block == (128, 1, 1)
+    assert config.grid == (8, 1, 1)  # the recorded 4 x 256 threads
+    with pytest.raises(UsageError, match="carries a cubin only"):
+        load_space("ptx", db.instances[0], H100)
+
+
+def test_a_ptx_kernel_compiles_from_its_own_ptx_with_bounds(tmp_path):
+    from mneme_cc.errors import RecordDBError
+    from mneme_cc.replay.compiling.compiler import compile_instance
+    from mneme_cc.replay.config import ReplayConfig
+
+    db = database(tmp_path, PTX)
+    inst = db.instances[0]
+    config = ReplayConfig(launch_bounds=True, min_blocks_per_sm=2, max_registers=32)
+    compiled = compile_instance(inst, config, "sm_90", tmp_path / "cache")
+    assert compiled.cubin[:4] == b"\x7fELF" and ".maxntid 256, 1, 1" in compiled.ptx
+    assert ".minnctapersm 2" in compiled.ptx
+    again = compile_instance(inst, config, "sm_90", tmp_path / "cache")
+    assert again.cache_hit and again.cubin == compiled.cubin
+    with pytest.raises(UsageError, match="cannot apply"):
+        compile_instance(inst, ReplayConfig(specialize_dims=True), "sm_90", tmp_path / "cache")
+    with pytest.raises(RecordDBError, match="carries no IR"):
+        compile_instance(inst, ReplayConfig(baseline="ir"), "sm_90", tmp_path / "cache")
