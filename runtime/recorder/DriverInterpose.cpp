@@ -40,15 +40,9 @@ CUresult launchThrough(const char *Api, CUfunction Function, dim3 Grid, dim3 Blo
     Result = Real();
     return Result == CUDA_SUCCESS ? cudaSuccess : cudaErrorLaunchFailure;
   };
-  LaunchRequest R;
-  R.Api = Api;
-  R.Function = Function;
-  R.Grid = Grid;
-  R.Block = Block;
+  LaunchRequest R = mneme::recorder::launchRequest(Api, Function, Grid, Block, Args, SharedMem,
+                                                   reinterpret_cast<cudaStream_t>(Stream));
   R.Cluster = Cluster;
-  R.Args = Args;
-  R.SharedMem = SharedMem;
-  R.Stream = reinterpret_cast<cudaStream_t>(Stream);
   R.Cooperative = Cooperative;
   R.DriverApi = true;
   R.Launch = Launch;

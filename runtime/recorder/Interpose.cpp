@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 using mneme::recorder::LaunchRequest;
+using mneme::recorder::launchRequest;
 using mneme::recorder::Recorder;
 using mneme::recorder::Server;
 using mneme::recorder::real;
@@ -41,26 +42,13 @@ cudaError_t cudaLaunchKernel_ptsz(const void *Func, dim3 Grid, dim3 Block, void 
 
 namespace {
 
-LaunchRequest request(const char *Api, const void *Func, dim3 Grid, dim3 Block, void **Args,
-                      size_t SharedMem, cudaStream_t Stream) {
-  LaunchRequest R;
-  R.Api = Api;
-  R.Function = Func;
-  R.Grid = Grid;
-  R.Block = Block;
-  R.Args = Args;
-  R.SharedMem = SharedMem;
-  R.Stream = Stream;
-  return R;
-}
-
 // One launch of Func through Real, which is the application's own call.
 template <class F>
 cudaError_t launchThrough(const char *Api, const void *Func, dim3 Grid, dim3 Block, void **Args,
                           size_t SharedMem, cudaStream_t Stream, bool PerThread, F Real) {
   // The _ptsz entry points read stream 0 as the per-thread default stream.
-  LaunchRequest R = request(Api, Func, Grid, Block, Args, SharedMem,
-                            PerThread && !Stream ? cudaStreamPerThread : Stream);
+  LaunchRequest R = launchRequest(Api, Func, Grid, Block, Args, SharedMem,
+                                  PerThread && !Stream ? cudaStreamPerThread : Stream);
   R.Launch = Real;
   return Server::enabled() ? Server::get().launch(R) : Recorder::get().launch(R);
 }
@@ -234,7 +222,7 @@ cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t Kernel, dim3 Grid, dim3 Block, 
 cudaError_t cudaLaunchCooperativeKernel(const void *Func, dim3 Grid, dim3 Block, void **Args,
                                         size_t SharedMem, cudaStream_t Stream) {
   LaunchRequest R =
-      request("cudaLaunchCooperativeKernel", Func, Grid, Block, Args, SharedMem, Stream);
+      launchRequest("cudaLaunchCooperativeKernel", Func, Grid, Block, Args, SharedMem, Stream);
   R.Cooperative = true;
   auto Real = [&] {
     return MNEME_REAL(cudaLaunchCooperativeKernel)(Func, Grid, Block, Args, SharedMem, Stream);
@@ -247,8 +235,9 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *Config, const void *Fu
                                 void **Args) {
   if (!Config)
     return MNEME_REAL(cudaLaunchKernelExC)(Config, Func, Args);
-  LaunchRequest R = request("cudaLaunchKernelExC", Func, Config->gridDim, Config->blockDim,
-                            Args, Config->dynamicSmemBytes, Config->stream);
+  LaunchRequest R = launchRequest("cudaLaunchKernelExC", Func, Config->gridDim,
+                                  Config->blockDim, Args, Config->dynamicSmemBytes,
+                                  Config->stream);
   for (unsigned I = 0; I < Config->numAttrs; ++I) {
     const cudaLaunchAttribute &A = Config->attrs[I];
     if (A.id == cudaLaunchAttributeCooperative)

@@ -25,6 +25,21 @@ struct LaunchRequest {
   CallRef<cudaError_t> Launch;
 };
 
+// A request with the fields every launch entry point has.
+inline LaunchRequest launchRequest(const char *Api, const void *Function, dim3 Grid,
+                                   dim3 Block, void **Args, size_t SharedMem,
+                                   cudaStream_t Stream) {
+  LaunchRequest R;
+  R.Api = Api;
+  R.Function = Function;
+  R.Grid = Grid;
+  R.Block = Block;
+  R.Args = Args;
+  R.SharedMem = SharedMem;
+  R.Stream = Stream;
+  return R;
+}
+
 } // namespace mneme::recorder
 
 #endif

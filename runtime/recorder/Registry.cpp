@@ -253,22 +253,19 @@ const void *unwrap(const void *Image) {
 
 } // namespace
 
-void Registry::addModuleImage(CUmodule Module, const void *Image) {
-  if (!Module || !Image)
+void Registry::addImage(const void *Handle, const void *Image) {
+  if (!Handle || !Image)
     return;
   Image = unwrap(Image);
   std::string Copy(static_cast<const char *>(Image), imageSize(Image));
   std::lock_guard<std::mutex> G(Lock);
-  DriverImages[Module] = ImageCopies.emplace_back(std::move(Copy));
+  DriverImages[Handle] = ImageCopies.emplace_back(std::move(Copy));
 }
 
+void Registry::addModuleImage(CUmodule Module, const void *Image) { addImage(Module, Image); }
+
 void Registry::addLibraryImage(CUlibrary Library, const void *Image) {
-  if (!Library || !Image)
-    return;
-  Image = unwrap(Image);
-  std::string Copy(static_cast<const char *>(Image), imageSize(Image));
-  std::lock_guard<std::mutex> G(Lock);
-  DriverImages[Library] = ImageCopies.emplace_back(std::move(Copy));
+  addImage(Library, Image);
 }
 
 void Registry::addLibraryKernel(CUkernel Kernel, CUlibrary Library, const char *Name) {

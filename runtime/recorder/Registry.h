@@ -78,6 +78,8 @@ public:
   size_t irModuleCount() const;
 
 private:
+  void addImage(const void *Handle, const void *Image);
+
   mutable std::mutex Lock;
   std::map<void **, std::string_view> Images;
   std::map<const void *, KernelSymbol> Kernels;

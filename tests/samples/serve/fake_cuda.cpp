@@ -124,5 +124,9 @@ FAKE_SUCCESS(cuEventSynchronize)
 FAKE_SUCCESS(cuEventQuery)
 FAKE_SUCCESS(cuFuncGetModule)
 FAKE_SUCCESS(cuPointerGetAttribute)
+FAKE_SUCCESS(cuCtxSynchronize)
+FAKE_SUCCESS(cuStreamGetFlags)
+FAKE_SUCCESS(cuFuncGetName)
+FAKE_SUCCESS(cuKernelGetFunction)
 
 } // extern "C"
