@@ -9,6 +9,7 @@ anywhere.
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -100,3 +101,37 @@ def make_database(db: Path, a: np.ndarray, b: np.ndarray, out_after: np.ndarray,
     (db / "index" / f"{static}.{dynamic}.json").write_text(json.dumps({**entry,
                                                                      "stored_bytes": stored}))
     return entry
+
+
+ADD = "_Z3addPKfS0_Pfi"
+#: PTX defining the database's kernel, as an application could load it.
+PTX = f"""//
+.version 9.0
+.target sm_90
+.address_size 64
+
+.visible .entry {ADD}(
+\t.param .u64 p0, .param .u64 p1, .param .u64 p2, .param .u32 p3
+)
+{{
+\tret;
+}}
+""".encode() + b"\0"
+
+
+def cubin_image() -> bytes:
+    """A minimal CUDA ELF defining the kernel as an entry (what cubin_kernels reads)."""
+    strtab = b"\0" + ADD.encode() + b"\0"
+    shstr = b"\0.strtab\0.symtab\0.shstrtab\0"
+    sym = bytes(24) + struct.pack("<IBBHQQ", 1, 0x12, 0x10, 0, 0, 0)  # STT_FUNC, entry
+    body = strtab + shstr + sym
+    shoff = 64 + len(body)
+    sections = [bytes(64),
+                struct.pack("<IIQQQQIIQQ", 1, 3, 0, 0, 64, len(strtab), 0, 0, 1, 0),
+                struct.pack("<IIQQQQIIQQ", 9, 2, 0, 0, 64 + len(strtab) + len(shstr), len(sym),
+                            1, 1, 8, 24),
+                struct.pack("<IIQQQQIIQQ", 17, 3, 0, 0, 64 + len(strtab), len(shstr), 0, 0, 1,
+                            0)]
+    header = b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack(
+        "<HHIQQQIHHHHHH", 2, 190, 1, 0, 0, shoff, 90 << 8, 64, 0, 0, 64, len(sections), 3)
+    return header + body + b"".join(sections)

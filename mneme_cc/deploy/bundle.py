@@ -39,7 +39,7 @@ class BundleEntry:
     kernel: str                 # mangled symbol
     demangled: str
     arch: str                   # "sm_90"
-    ir_sha256: str
+    ir_sha256: str              # of the recorded IR ("" for a kernel without IR)
     launch: dict[str, Any]      # the recorded shape: grid, block, shared_mem_bytes
     serve: dict[str, Any]       # how a matching launch runs: grid, block, shared_mem_bytes
     cubin: str                  # file name in the bundle
@@ -53,6 +53,13 @@ class BundleEntry:
     device: str
     # The specialised arguments' recorded bytes: the cubin computes only for them.
     specialized_args: list[dict[str, Any]] = field(default_factory=list)
+    # A kernel without IR: SHA-256 of the application's image it was tuned from.
+    image_sha256: str = ""
+
+    @property
+    def code_sha256(self) -> str:
+        """The digest a launch's kernel must match: its IR's or its image's."""
+        return self.image_sha256 or self.ir_sha256
 
     def shape(self) -> tuple[Dim3, Dim3, int]:
         return (tuple(self.launch["grid"]), tuple(self.launch["block"]),
@@ -97,7 +104,8 @@ class Bundle:
     def match(self, kernel: str, arch: str, ir_sha256: str, grid: Dim3, block: Dim3,
               shared_mem_bytes: int, nearest: bool = False) -> tuple[BundleEntry | None, str]:
         """The entry that serves this launch, or None and why the launch passes through.
-        Exact: same kernel, arch, IR and launch shape. `nearest`: the same kernel, arch
+        Exact: same kernel, arch, code (`ir_sha256`: the IR's digest, or the
+        image's for a kernel without IR) and launch shape. `nearest`: the same kernel, arch
         and IR at the recorded shape closest in threads and blocks."""
         mine = [e for e in self.entries if e.kernel == kernel]
         if not mine:
@@ -105,8 +113,11 @@ class Bundle:
         archs = sorted({e.arch for e in mine})
         if not (mine := [e for e in mine if e.arch == arch]):
             return None, f"tuned for another GPU ({', '.join(archs)}, not {arch})"
-        if not (mine := [e for e in mine if e.ir_sha256 == ir_sha256]):
+        if not (same := [e for e in mine if e.code_sha256 == ir_sha256]):
+            if any(e.image_sha256 for e in mine):
+                return None, "the kernel's image changed since it was tuned (record and tune again)"
             return None, "the kernel's IR changed since it was tuned (rebuild, record, tune again)"
+        mine = same
         shape = (tuple(grid), tuple(block), shared_mem_bytes)
         for entry in mine:
             if entry.shape() == shape:
@@ -138,12 +149,13 @@ def _entry(raw: Any, where: Path, path: Path) -> BundleEntry:
     except TypeError as exc:
         raise UsageError(f"{where}: an entry is malformed ({exc}); export the bundle again") \
             from None
+    digest = "image_sha256" if entry.image_sha256 else "ir_sha256"
     text = {"kernel": entry.kernel, "demangled": entry.demangled, "arch": entry.arch,
-            "ir_sha256": entry.ir_sha256, "cubin": entry.cubin,
+            digest: entry.code_sha256, "cubin": entry.cubin,
             "cubin_sha256": entry.cubin_sha256, "outcome": entry.outcome}
     bad = [k for k, v in text.items() if not isinstance(v, str) or not v]
     # Names and digests the serving runtime reads back from a line-based table.
-    for key, pattern in (("kernel", _SYMBOL), ("arch", _ARCH), ("ir_sha256", _SHA256)):
+    for key, pattern in (("kernel", _SYMBOL), ("arch", _ARCH), (digest, _SHA256)):
         if key not in bad and not pattern.fullmatch(text[key]):
             bad.append(key)
     if not _specialized_ok(entry.specialized_args):
@@ -196,22 +208,29 @@ def write_bundle(path: Path, chosen: list[tuple[dict[str, Any], Any, Any]], arch
     entries = []
     for record, config, inst in chosen:
         kernel = inst.db.kernel(inst.static_hash)
-        if not kernel.has_ir:
-            raise UsageError(f"{inst.demangled}: no recorded IR to compile a bundle from")
+        image = None if kernel.has_ir else kernel.image()
+        if not kernel.has_ir and image is None:
+            raise UsageError(f"{inst.demangled}: neither IR nor the application's image was "
+                             "recorded to build a bundle from")
         arch = arch_of(record)
-        try:
-            compiled = compile_instance(inst, config, arch)
-        except MnemeError as exc:
-            raise UsageError(f"{inst.demangled}: the winner does not compile here: {exc}") \
-                from None
+        if config.baseline == "original":  # machine code only: its image, in a new geometry
+            compiled = None
+            cubin = image if image is not None else kernel.image()
+        else:
+            try:
+                compiled = compile_instance(inst, config, arch)
+            except MnemeError as exc:
+                raise UsageError(f"{inst.demangled}: the winner does not compile here: {exc}") \
+                    from None
+            cubin = compiled.cubin
         tuned_with = record.get("assembler")
-        if isinstance(tuned_with, str) and tuned_with != compiled.assembler:
+        if compiled and isinstance(tuned_with, str) and tuned_with != compiled.assembler:
             print(f"mneme export: warning: {inst.demangled} was tuned with {tuned_with}; its "
                   f"bundled cubin is assembled by {compiled.assembler} (set MNEME_PTXAS to "
                   "export with the same ptxas)", file=sys.stderr)
         shape = json.dumps(record["launch"], sort_keys=True).encode()
         name = f"{inst.static_hash}-{hashlib.sha256(shape).hexdigest()[:12]}.cubin"
-        (path / name).write_bytes(compiled.cubin)
+        (path / name).write_bytes(cubin)
         launch = record["launch"]
         serve = {"grid": list(config.grid or launch["grid"]),
                  "block": list(config.block or launch["block"]),
@@ -219,8 +238,10 @@ def write_bundle(path: Path, chosen: list[tuple[dict[str, Any], Any, Any]], arch
                  if config.shared_mem_bytes is not None else launch["shared_mem_bytes"]}
         entries.append(BundleEntry(
             kernel=inst.kernel_name, demangled=inst.demangled, arch=arch,
-            ir_sha256=hashlib.sha256(kernel.bitcode()).hexdigest(), launch=launch, serve=serve,
-            cubin=name, cubin_sha256=hashlib.sha256(compiled.cubin).hexdigest(),
+            ir_sha256=hashlib.sha256(kernel.bitcode()).hexdigest() if kernel.has_ir else "",
+            image_sha256="" if kernel.has_ir else hashlib.sha256(image).hexdigest(),
+            launch=launch, serve=serve,
+            cubin=name, cubin_sha256=hashlib.sha256(cubin).hexdigest(),
             config=config.to_dict(), outcome=record.get("outcome", "verified"),
             median_ms=record["median_ms"], baseline_ms=record.get("baseline_ms"),
             speedup=record.get("speedup"), instance=inst.name,

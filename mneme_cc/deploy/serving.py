@@ -4,14 +4,16 @@ Python checks the bundle (manifest, every cubin against its digest) and
 copies the verified cubins into a private directory, so the runtime loads
 exactly the bytes that were checked; the runtime then matches launches
 itself: the GPU's arch, the SHA-256 of the IR the application registers
-(the digest `mneme export` took of the recorded IR) and the launch shape.
+(the digest `mneme export` took of the recorded IR; for a kernel without
+IR, `image:` and that of the image its code came from) and the launch
+shape.
 The file is tab-separated lines (docs/deploy.md):
 
     mneme-serve <TAB> 1
     nearest <TAB> 0|1              serve the nearest recorded shape
     time-all <TAB> 0|1             time every launch, not only tuned kernels'
     report <TAB> DIR               where each process writes its report
-    entry <TAB> KERNEL ARCH IR_SHA256 GRID BLOCK SMEM SERVE_GRID SERVE_BLOCK
+    entry <TAB> KERNEL ARCH IR_SHA256|image:IMAGE_SHA256 GRID BLOCK SMEM SERVE_GRID SERVE_BLOCK
           SERVE_SMEM CUBIN SPECIALIZE_DIMS ARGS
              (dims as X,Y,Z; CUBIN a path, or "!" and why the entry cannot
               serve; ARGS "-" or INDEX:HEX;INDEX:HEX, the specialised arguments)
@@ -64,7 +66,8 @@ def _unservable(entry: BundleEntry) -> str | None:
 def _entry_line(entry: BundleEntry, cubin: str) -> str:
     launch, serve = entry.launch, entry.serve
     args = ";".join(f"{a['index']}:{a['hex']}" for a in entry.specialized_args) or "-"
-    fields = ["entry", entry.kernel, entry.arch, entry.ir_sha256,
+    code = f"image:{entry.image_sha256}" if entry.image_sha256 else entry.ir_sha256
+    fields = ["entry", entry.kernel, entry.arch, code,
               _dims(launch["grid"]), _dims(launch["block"]), str(launch["shared_mem_bytes"]),
               _dims(serve["grid"]), _dims(serve["block"]), str(serve["shared_mem_bytes"]),
               cubin, "1" if entry.config.get("specialize_dims") else "0", args]

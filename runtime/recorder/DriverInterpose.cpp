@@ -1,7 +1,7 @@
 // The CUDA driver API entry points the recorder interposes, for programs
 // that load modules themselves (JIT compilers, driver-API programs): module
-// and library loads keep the image, launches go to the recorder (the
-// serving runtime passes them through), and device memory is served from the VA window as
+// and library loads keep the image, launches go to the recorder or the
+// serving runtime, and device memory is served from the VA window as
 // cudaMalloc's is.  Calls the CUDA runtime makes inside itself reach the
 // driver directly, never these.
 #include "CudaApi.h"
@@ -34,9 +34,11 @@ namespace {
 template <class F>
 CUresult launchThrough(const char *Api, CUfunction Function, dim3 Grid, dim3 Block,
                        unsigned SharedMem, CUstream Stream, void **Args, dim3 Cluster,
-                       bool Cooperative, F Real) {
+                       bool Cooperative, F Real, const char *Unserved = nullptr) {
   CUresult Result = CUDA_ERROR_UNKNOWN;
+  bool Called = false;
   auto Launch = [&] {
+    Called = true;
     Result = Real();
     return Result == CUDA_SUCCESS ? cudaSuccess : cudaErrorLaunchFailure;
   };
@@ -46,8 +48,10 @@ CUresult launchThrough(const char *Api, CUfunction Function, dim3 Grid, dim3 Blo
   R.Cooperative = Cooperative;
   R.DriverApi = true;
   R.Launch = Launch;
-  Recorder::get().launch(R);
-  return Result;
+  cudaError_t E =
+      Server::enabled() ? Server::get().launch(R, Unserved) : Recorder::get().launch(R);
+  // Served: the tuned cubin ran in its place.
+  return Called ? Result : E == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
 }
 
 CUresult fromRuntime(cudaError_t E) {
@@ -109,9 +113,7 @@ CUresult cuLaunchKernel(CUfunction F, unsigned GridX, unsigned GridY, unsigned G
     return MNEME_DRIVER(cuLaunchKernel)(F, GridX, GridY, GridZ, BlockX, BlockY, BlockZ,
                                         SharedMem, Stream, Params, Extra);
   };
-  // Arguments packed in one buffer are not recorded; serving passes
-  // driver launches through.
-  if (Extra || !Params || Server::enabled())
+  if (Extra || !Params) // arguments packed in one buffer: not recorded nor served
     return Real();
   return launchThrough("cuLaunchKernel", F, dim3(GridX, GridY, GridZ),
                        dim3(BlockX, BlockY, BlockZ), SharedMem, Stream, Params, dim3(0, 0, 0),
@@ -121,7 +123,7 @@ CUresult cuLaunchKernel(CUfunction F, unsigned GridX, unsigned GridY, unsigned G
 CUresult cuLaunchKernelEx(const CUlaunchConfig *Config, CUfunction F, void **Params,
                           void **Extra) {
   auto Real = [&] { return MNEME_DRIVER(cuLaunchKernelEx)(Config, F, Params, Extra); };
-  if (!Config || Extra || !Params || Server::enabled())
+  if (!Config || Extra || !Params)
     return Real();
   dim3 Cluster(0, 0, 0);
   bool Cooperative = false;
@@ -136,7 +138,10 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig *Config, CUfunction F, void **Par
                        dim3(Config->gridDimX, Config->gridDimY, Config->gridDimZ),
                        dim3(Config->blockDimX, Config->blockDimY, Config->blockDimZ),
                        Config->sharedMemBytes, Config->hStream, Params, Cluster, Cooperative,
-                       Real);
+                       Real,
+                       Config->numAttrs ? "launched with attributes (cluster, priority, ...) "
+                                          "serving does not reproduce"
+                                        : nullptr);
 }
 
 CUresult cuMemAlloc(CUdeviceptr *Ptr, size_t Size) {

@@ -75,13 +75,17 @@ bool specialized(const std::string &Text, ServeEntry &E) {
   return true;
 }
 
-// entry KERNEL ARCH IR RGRID RBLOCK RSMEM SGRID SBLOCK SSMEM CUBIN SPECDIMS ARGS
+// entry KERNEL ARCH IR|image:IMAGE RGRID RBLOCK RSMEM SGRID SBLOCK SSMEM CUBIN SPECDIMS ARGS
 bool entry(const std::vector<std::string> &F, ServeEntry &E) {
-  if (F.size() != 13 || F[1].empty() || F[2].empty() || F[3].size() != 64 || F[11].empty())
+  if (F.size() != 13 || F[1].empty() || F[2].empty() || F[11].empty())
+    return false;
+  constexpr std::string_view ImagePrefix = "image:";
+  E.ImageDigest = F[3].compare(0, ImagePrefix.size(), ImagePrefix) == 0;
+  E.IRSha256 = E.ImageDigest ? F[3].substr(ImagePrefix.size()) : F[3];
+  if (E.IRSha256.size() != 64)
     return false;
   E.Kernel = F[1];
   E.Arch = F[2];
-  E.IRSha256 = F[3];
   E.Cubin = F[10];
   E.SpecializeDims = F[11] == "1";
   return shape(F[4], F[5], F[6], E.Recorded) && shape(F[7], F[8], F[9], E.Serve) &&

@@ -24,7 +24,11 @@ bool operator==(const Shape &A, const Shape &B);
 
 // One bundle entry: a kernel at one recorded launch shape.
 struct ServeEntry {
-  std::string Kernel, Arch, IRSha256;
+  std::string Kernel, Arch;
+  // SHA-256 of the code it was tuned from: the recorded IR, or, for a
+  // kernel without IR, the application's image (ImageDigest).
+  std::string IRSha256;
+  bool ImageDigest = false;
   std::string Cubin; // a path, or "!" and why the entry cannot serve (Python warned)
   Shape Recorded, Serve;
   bool SpecializeDims = false;

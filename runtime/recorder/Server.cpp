@@ -82,16 +82,28 @@ bool Server::start() {
   return true;
 }
 
-Server::Kernel &Server::kernel(const void *Function) {
-  auto [It, New] = Kernels.try_emplace(Function);
+Server::Kernel &Server::kernel(const LaunchRequest &R) {
+  auto [It, New] = Kernels.try_emplace(R.Function);
   Kernel &K = It->second;
   if (!New)
     return K;
-  const KernelSymbol *S = registry().kernel(Function);
-  K.Name = S ? S->Name : "(unregistered kernel)";
-  K.Module = S ? S->Module : nullptr;
-  K.Demangled = S ? demangle(K.Name) : K.Name;
-  auto T = S ? Table.Kernels.find(K.Name) : Table.Kernels.end();
+  bool Known = false;
+  if (R.DriverApi) { // a function of a module the application loaded
+    DriverKernel D = registry().driverKernel(
+        reinterpret_cast<CUfunction>(const_cast<void *>(R.Function)));
+    Known = !D.Name.empty();
+    K.Name = D.Name;
+    K.Image = D.Image;
+  } else if (const KernelSymbol *S = registry().kernel(R.Function)) {
+    Known = true;
+    K.Name = S->Name;
+    K.Module = S->Module;
+    K.Image = registry().image(K.Module);
+  }
+  if (!Known)
+    K.Name = "(unregistered kernel)";
+  K.Demangled = Known ? demangle(K.Name) : K.Name;
+  auto T = Known ? Table.Kernels.find(K.Name) : Table.Kernels.end();
   K.Table = T == Table.Kernels.end() ? nullptr : &T->second;
   return K;
 }
@@ -139,23 +151,28 @@ const std::vector<const ServeEntry *> &Server::candidates(Kernel &K, const std::
   for (const std::string &A : Others)
     Archs += (Archs.empty() ? "" : ", ") + A;
   std::string Reason;
+  // A kernel tuned from IR is checked against the IR the application
+  // registers, one tuned without IR against the image its code came from:
+  // the digests export computed from what was recorded.
   const IRModule *IR = Mine.empty() ? nullptr : registry().irFor(K.Name, Arch);
-  if (Mine.empty()) {
+  bool ByImage = false;
+  for (const ServeEntry *E : Mine)
+    ByImage = ByImage || E->ImageDigest;
+  if (ByImage && K.ImageSha256.empty() && !K.Image.empty())
+    K.ImageSha256 = sha256::hex(K.Image.data(), K.Image.size());
+  std::string IRDigest = IR ? sha256::hex(IR->Bitcode.data(), IR->Bitcode.size()) : "";
+  std::vector<const ServeEntry *> Same;
+  for (const ServeEntry *E : Mine)
+    if (E->IRSha256 == (E->ImageDigest ? K.ImageSha256 : IRDigest) && !E->IRSha256.empty())
+      Same.push_back(E);
+  if (Mine.empty())
     Reason = "tuned for another GPU (" + Archs + ", not " + Arch + ")";
-  } else if (!IR) {
+  else if (Same.empty() && !IR && !ByImage)
     Reason = "the application carries no IR for it, so the bundle cannot be checked against it";
-    Mine.clear();
-  } else {
-    // The digest export computed from the recorded IR, which is this module.
-    std::string Digest = sha256::hex(IR->Bitcode.data(), IR->Bitcode.size());
-    std::vector<const ServeEntry *> Same;
-    for (const ServeEntry *E : Mine)
-      if (E->IRSha256 == Digest)
-        Same.push_back(E);
-    Mine.swap(Same);
-    if (Mine.empty())
-      Reason = "the kernel's IR changed since it was tuned (rebuild, record, tune again)";
-  }
+  else if (Same.empty())
+    Reason = ByImage ? "the kernel's image changed since it was tuned (record and tune again)"
+                     : "the kernel's IR changed since it was tuned (rebuild, record, tune again)";
+  Mine.swap(Same);
   if (!Reason.empty())
     warnOnce(K, Reason);
   K.Blocked[Arch] = Reason;
@@ -313,7 +330,7 @@ cudaError_t Server::launch(const LaunchRequest &R, const char *Unserved) {
     G.unlock();
     return R.Launch();
   }
-  Kernel &K = kernel(R.Function);
+  Kernel &K = kernel(R);
   ++K.Launches;
   if (!K.Table)
     return passThrough(&K, R, "", G);

@@ -40,6 +40,8 @@ private:
   struct Kernel {
     std::string Name, Demangled;
     void **Module = nullptr;            // the application's fatbinary handle
+    std::string_view Image;             // the image its code came from
+    std::string ImageSha256;            // of Image, once an entry asks
     const ServeKernel *Table = nullptr; // null: not in the bundle
     uint64_t Launches = 0, Served = 0, NotTuned = 0, ServedTimed = 0, PassedTimed = 0;
     double ServedMs = 0, PassedMs = 0;
@@ -79,7 +81,7 @@ private:
 
   bool load();  // the table, once, under Lock; false: every launch passes through
   bool start(); // load() and the CUDA runtime's own start, under Lock
-  Kernel &kernel(const void *Function);
+  Kernel &kernel(const LaunchRequest &R);
   Context *context(CUcontext &Ctx);
   // The decision for this launch, or a reason in Why.
   const ServeDecision *decide(Kernel &K, Context &C, const LaunchRequest &R, std::string &Why);

@@ -125,3 +125,37 @@ def test_the_proteus_export_says_which_arguments_to_annotate(tuned, tmp_path):
     assert hint["where"].endswith("vector_add.cu")
     assert 'annotate("jit", 4)' in out.stderr
     assert json.loads((tmp_path / "p.json").read_text())[inst.kernel_name]["SpecializeArgs"]
+
+
+def test_a_kernel_without_ir_is_bundled_from_its_image(tmp_path):
+    """PTX tuned with launch bounds: the cubin assembled from the recorded PTX,
+    matched by the image's digest; machine code only: the image itself, in
+    the tuned geometry."""
+    import numpy as np
+    from synthetic_db import PTX, cubin_image, make_database
+
+    from mneme_cc.deploy.bundle import write_bundle
+
+    for name, image, config in (
+            ("ptx", PTX, ReplayConfig(launch_bounds=True, max_registers=32)),
+            ("cubin", cubin_image(), ReplayConfig(baseline="original", block=(128, 1, 1),
+                                                  grid=(8, 1, 1)))):
+        a = np.arange(1024, dtype=np.float32)
+        make_database(tmp_path / name, a, a, a + a, image=image)
+        (inst,) = RecordDB(tmp_path / name).instances
+        record = {"launch": {"grid": list(inst.grid), "block": list(inst.block),
+                             "shared_mem_bytes": 0}, "median_ms": 0.8, "baseline_ms": 1.0,
+                  "speedup": 1.25, "device": "NVIDIA H100"}
+        (entry,) = write_bundle(tmp_path / f"b-{name}", [(record, config, inst)],
+                                lambda _: "sm_90")
+        digest = hashlib.sha256(image).hexdigest()
+        assert entry.image_sha256 == digest and entry.ir_sha256 == ""
+        bundle = load_bundle(tmp_path / f"b-{name}")
+        key = (inst.kernel_name, "sm_90", digest, inst.grid, inst.block, 0)
+        assert bundle.match(*key)[0] == bundle.entries[0]
+        assert "image changed" in bundle.match(key[0], key[1], "0" * 64, *key[3:])[1]
+        cubin = bundle.cubin(bundle.entries[0])
+        if name == "ptx":
+            assert cubin[:4] == b"\x7fELF" and cubin != image
+        else:
+            assert cubin == image and entry.serve["block"] == [128, 1, 1]

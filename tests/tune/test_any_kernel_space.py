@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from synthetic_db import make_database
+from synthetic_db import PTX, cubin_image, make_database
 from tune_doubles import H100
 
 from mneme_cc.errors import UsageError
@@ -13,45 +13,11 @@ from mneme_cc.record.db import RecordDB
 from mneme_cc.tune.auto import Auto
 from mneme_cc.tune.presets import load_space
 
-KERNEL = "_Z3addPKfS0_Pfi"
-PTX = f"""//
-.version 9.0
-.target sm_90
-.address_size 64
-
-.visible .entry {KERNEL}(
-\t.param .u64 p0, .param .u64 p1, .param .u64 p2, .param .u32 p3
-)
-{{
-\tret;
-}}
-""".encode() + b"\0"
-
 
 def database(tmp_path, image: bytes) -> RecordDB:
     a = np.arange(1024, dtype=np.float32)
     make_database(tmp_path / "db", a, a, a + a, image=image)
     return RecordDB(tmp_path / "db")
-
-
-def cubin_image() -> bytes:
-    """A minimal CUDA ELF defining the kernel as an entry (what cubin_kernels reads)."""
-    import struct
-
-    strtab = b"\0" + KERNEL.encode() + b"\0"
-    shstr = b"\0.strtab\0.symtab\0.shstrtab\0"
-    sym = bytes(24) + struct.pack("<IBBHQQ", 1, 0x12, 0x10, 0, 0, 0)  # STT_FUNC, entry
-    body = strtab + shstr + sym
-    shoff = 64 + len(body)
-    sections = [bytes(64),
-                struct.pack("<IIQQQQIIQQ", 1, 3, 0, 0, 64, len(strtab), 0, 0, 1, 0),
-                struct.pack("<IIQQQQIIQQ", 9, 2, 0, 0, 64 + len(strtab) + len(shstr), len(sym),
-                            1, 1, 8, 24),
-                struct.pack("<IIQQQQIIQQ", 17, 3, 0, 0, 64 + len(strtab), len(shstr), 0, 0, 1,
-                            0)]
-    header = b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack(
-        "<HHIQQQIHHHHHH", 2, 190, 1, 0, 0, shoff, 90 << 8, 64, 0, 0, 64, len(sections), 3)
-    return header + body + b"".join(sections)
 
 
 def test_a_kernel_with_ptx_tunes_ptxas_bounds_and_registers(tmp_path):
