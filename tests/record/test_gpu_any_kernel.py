@@ -91,3 +91,32 @@ def test_modules_loaded_through_the_driver_record_replay_and_tune(built, tmp_pat
     assert apis == {"cuLaunchKernel", "cuLaunchKernelEx"}
     check(db)
     tune(db, "saxpy")
+
+
+@pytest.mark.parametrize("program, module, kernel", [
+    ("runtime_ptx", None, SCALE_ADD), ("runtime_static", None, SCALE_ADD),
+    ("runtime_cubin", None, SCALE_ADD), ("driver_app", "kernels.ptx", "saxpy")])
+def test_the_tuned_kernel_is_served_in_the_unchanged_program(built, tmp_path, program, module,
+                                                             kernel):
+    """Exported and run with `mneme run --tuned`: every launch of the tuned
+    kernel at the tuned shape is served, the output is the program's own."""
+    command = [str(built / program), *([str(built / module)] if module else [])]
+    native = run(command).stdout
+    db = tmp_path / "db"
+    run(["mneme", "record", "-rdb", str(db), "--kernels", kernel, "--max-instances", "1", "--",
+         *command])
+    run(["mneme", "tune", "-rdb", str(db), "--timeout", "5", "--study", "s"])
+    # Served whatever the speedup: a winner that did not beat the application
+    # is bundled all the same (the application's own settings when it won).
+    best = db / "tune" / "s" / "best.json"
+    record_ = json.loads(best.read_text())
+    if record_["config"].get("baseline") and RecordDB(db).kernels[0].provenance == "ptx":
+        record_["config"] = {}
+    best.write_text(json.dumps({**record_, "beats_application": True}))
+    run(["mneme", "export", "-rdb", str(db), "--bundle", str(tmp_path / "bundle")])
+    report = tmp_path / "report.json"
+    out = run(["mneme", "run", "--tuned", str(tmp_path / "bundle"), "--report", str(report),
+               "--", *command])
+    assert out.stdout == native
+    (mine,) = [k for k in json.loads(report.read_text())["kernels"] if k["kernel"] == kernel]
+    assert mine["served"] >= 1 and mine["served"] == mine["launches"], mine
