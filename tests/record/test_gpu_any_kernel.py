@@ -120,3 +120,35 @@ def test_the_tuned_kernel_is_served_in_the_unchanged_program(built, tmp_path, pr
     assert out.stdout == native
     (mine,) = [k for k in json.loads(report.read_text())["kernels"] if k["kernel"] == kernel]
     assert mine["served"] >= 1 and mine["served"] == mine["launches"], mine
+
+
+def test_a_cupy_raw_kernel_records_replays_tunes_and_is_served(tmp_path):
+    """NVRTC's PTX, loaded by CuPy through the driver (where CuPy is installed)."""
+    pytest.importorskip("cupy")
+    import sys
+
+    from conftest import ANYKERNEL, tool_env
+
+    env = tool_env(CUPY_COMPILE_WITH_PTX="1", CUPY_CACHE_DIR=str(tmp_path / "cupy-cache"))
+    command = [sys.executable, str(ANYKERNEL / "cupy_smooth.py")]
+    native = run(command, env=env).stdout
+    db = tmp_path / "db"
+    recorded = run(["mneme", "record", "-rdb", str(db), "--", *command], env=env)
+    assert recorded.stdout == native and "checksum" in native
+    kernel = RecordDB(db).kernel("smooth")
+    assert kernel.provenance == "ptx"
+    check(RecordDB(db))
+    run(["mneme", "tune", "-rdb", str(db), "--kernel", "smooth", "--timeout", "5", "--study",
+         "s"], env=env)
+    best = db / "tune" / "s" / "best.json"
+    record_ = json.loads(best.read_text())
+    if record_["config"].get("baseline"):
+        record_["config"] = {}
+    best.write_text(json.dumps({**record_, "beats_application": True}))
+    run(["mneme", "export", "-rdb", str(db), "--bundle", str(tmp_path / "bundle")], env=env)
+    report = tmp_path / "report.json"
+    out = run(["mneme", "run", "--tuned", str(tmp_path / "bundle"), "--report", str(report),
+               "--", *command], env=env)
+    assert out.stdout == native
+    (mine,) = [k for k in json.loads(report.read_text())["kernels"] if k["kernel"] == "smooth"]
+    assert mine["served"] == mine["launches"] >= 1, mine
