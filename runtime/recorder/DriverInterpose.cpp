@@ -1,7 +1,8 @@
 // The CUDA driver API entry points the recorder interposes, for programs
 // that load modules themselves (JIT compilers, driver-API programs): module
-// and library loads keep the image, launches go to the recorder or the
-// serving runtime, and device memory is served from the VA window as
+// and library loads keep the image, the globals it looks up are kept with
+// their addresses, launches go to the recorder or the serving runtime, and
+// device memory is served from the VA window as
 // cudaMalloc's is.  Calls the CUDA runtime makes inside itself reach the
 // driver directly, never these.
 #include "CudaApi.h"
@@ -103,6 +104,24 @@ CUresult cuLibraryGetKernel(CUkernel *Kernel, CUlibrary Library, const char *Nam
   CUresult R = MNEME_DRIVER(cuLibraryGetKernel)(Kernel, Library, Name);
   if (R == CUDA_SUCCESS && Kernel)
     registry().addLibraryKernel(*Kernel, Library, Name);
+  return R;
+}
+
+CUresult cuModuleGetGlobal(CUdeviceptr *Address, size_t *Bytes, CUmodule Module,
+                           const char *Name) {
+  size_t Size = 0;
+  CUresult R = MNEME_DRIVER(cuModuleGetGlobal)(Address, Bytes ? Bytes : &Size, Module, Name);
+  if (R == CUDA_SUCCESS && Address)
+    registry().addDriverGlobal(Module, Name, *Address, Bytes ? *Bytes : Size);
+  return R;
+}
+
+CUresult cuLibraryGetGlobal(CUdeviceptr *Address, size_t *Bytes, CUlibrary Library,
+                            const char *Name) {
+  size_t Size = 0;
+  CUresult R = MNEME_DRIVER(cuLibraryGetGlobal)(Address, Bytes ? Bytes : &Size, Library, Name);
+  if (R == CUDA_SUCCESS && Address)
+    registry().addDriverGlobal(Library, Name, *Address, Bytes ? *Bytes : Size);
   return R;
 }
 

@@ -48,6 +48,8 @@ void *replacementFor(const char *Name, bool PerThreadStream) {
       {"cuModuleLoadFatBinary", reinterpret_cast<void *>(&cuModuleLoadFatBinary)},
       {"cuLibraryLoadData", reinterpret_cast<void *>(&cuLibraryLoadData)},
       {"cuLibraryGetKernel", reinterpret_cast<void *>(&cuLibraryGetKernel)},
+      {"cuModuleGetGlobal_v2", reinterpret_cast<void *>(&cuModuleGetGlobal)},
+      {"cuLibraryGetGlobal", reinterpret_cast<void *>(&cuLibraryGetGlobal)},
       {"cuLaunchKernel", reinterpret_cast<void *>(&cuLaunchKernel)},
       {"cuLaunchKernelEx", reinterpret_cast<void *>(&cuLaunchKernelEx)},
       {"cuMemAlloc_v2", reinterpret_cast<void *>(&cuMemAlloc)},
@@ -111,9 +113,10 @@ void substitute(const char *Symbol, void **Function, int CudaVersion, cuuint64_t
                                      : reinterpret_cast<void *>(&getProcAddressV1);
     return;
   }
-  // cuMemAlloc and cuMemFree are looked up by their base names; what is
-  // returned for a version from 3.2 on is the _v2 function.
-  if ((Name == "cuMemAlloc" || Name == "cuMemFree") && CudaVersion >= 3020)
+  // cuMemAlloc, cuMemFree and cuModuleGetGlobal are looked up by their base
+  // names; what is returned for a version from 3.2 on is the _v2 function.
+  if ((Name == "cuMemAlloc" || Name == "cuMemFree" || Name == "cuModuleGetGlobal") &&
+      CudaVersion >= 3020)
     Name += "_v2";
   if (void *Ours = replacementFor(Name.c_str(),
                                   Flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))

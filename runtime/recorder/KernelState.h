@@ -27,6 +27,7 @@ struct KernelState {
   std::string Name, Demangled, StaticHash;
   void **Module = nullptr;         // runtime-registered kernels
   std::string_view Image;          // the image its code came from (registry-owned)
+  const void *DriverHandle = nullptr; // the CUmodule or CUlibrary of a driver launch
   CUfunction Function = nullptr;
   std::vector<KernelParam> Params;
   bool ParamsKnown = false;

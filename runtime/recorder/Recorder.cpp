@@ -139,6 +139,7 @@ KernelState &Recorder::kernelState(const LaunchRequest &R) {
     K.Name = D.Name;
     K.Image = D.Image;
     K.Function = D.Function;
+    K.DriverHandle = D.Handle;
   } else {
     const KernelSymbol *S = registry().kernel(R.Function);
     if (!S) {
@@ -280,8 +281,9 @@ std::vector<SnapshotRegion> Recorder::deviceRegions(const std::vector<VariableSy
   for (const auto &[Address, Size] : Outside)
     Device.push_back(SnapshotRegion{RegionKind::Allocation, "outside-window", Address, Size});
   for (const VariableSymbol &V : Vars) {
-    void *Address = nullptr;
-    if (MNEME_REAL(cudaGetSymbolAddress)(&Address, V.HostVariable) != cudaSuccess)
+    void *Address = reinterpret_cast<void *>(V.Address);
+    if (!Address &&
+        MNEME_REAL(cudaGetSymbolAddress)(&Address, V.HostVariable) != cudaSuccess)
       continue;
     Device.push_back(SnapshotRegion{RegionKind::Global, V.Name,
                                     reinterpret_cast<uint64_t>(Address), V.Size});
@@ -308,8 +310,8 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
     return R.Launch();
   }
 
-  std::vector<VariableSymbol> Vars =
-      K.Module ? registry().variables(K.Module) : std::vector<VariableSymbol>{};
+  std::vector<VariableSymbol> Vars = K.Module ? registry().variables(K.Module)
+                                             : registry().driverGlobals(K.DriverHandle);
   CapturedLaunch C;
   C.Regions = deviceRegions(Vars);
   std::vector<std::string> Reasons = replayBlockers(K, Args);

@@ -289,6 +289,7 @@ DriverKernel Registry::driverKernel(CUfunction Function) const {
     D.Name = K->second.second;
     D.Image = Image->second;
     D.Function = F;
+    D.Handle = K->second.first;
     return D;
   }
   CUmodule Module = nullptr;
@@ -302,7 +303,29 @@ DriverKernel Registry::driverKernel(CUfunction Function) const {
   D.Name = Name;
   D.Image = Image->second;
   D.Function = Function;
+  D.Handle = Module;
   return D;
+}
+
+void Registry::addDriverGlobal(const void *Handle, const char *Name, uint64_t Address,
+                               uint64_t Size) {
+  if (!Handle || !Name || !Address)
+    return;
+  VariableSymbol V;
+  V.Name = Name;
+  V.Size = Size;
+  V.Address = Address;
+  std::lock_guard<std::mutex> G(Lock);
+  DriverGlobals[Handle][Name] = V;
+}
+
+std::vector<VariableSymbol> Registry::driverGlobals(const void *Handle) const {
+  std::lock_guard<std::mutex> G(Lock);
+  std::vector<VariableSymbol> Out;
+  if (auto It = DriverGlobals.find(Handle); It != DriverGlobals.end())
+    for (const auto &[Name, V] : It->second)
+      Out.push_back(V);
+  return Out;
 }
 
 } // namespace mneme::recorder

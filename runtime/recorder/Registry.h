@@ -28,6 +28,9 @@ struct VariableSymbol {
   const void *HostVariable = nullptr;
   uint64_t Size = 0;
   bool Constant = false;
+  // A global of a module loaded through the driver: its device address
+  // (the application looked it up, to read or write it).
+  uint64_t Address = 0;
 };
 
 // One embedded-IR record (one TU, or the module linked from several, for
@@ -45,6 +48,7 @@ struct DriverKernel {
   std::string Name;
   std::string_view Image; // the module's image as loaded (PTX, cubin or fatbinary)
   CUfunction Function = nullptr; // for a library kernel, its function in this context
+  const void *Handle = nullptr;  // the CUmodule or CUlibrary it belongs to
 };
 
 class Registry {
@@ -56,6 +60,9 @@ public:
   void addLibraryKernel(CUkernel Kernel, CUlibrary Library, const char *Name);
   // What a driver launch names: a CUfunction of a loaded module, or a CUkernel.
   DriverKernel driverKernel(CUfunction Function) const;
+  // A global of a module or library the application looked up.
+  void addDriverGlobal(const void *Handle, const char *Name, uint64_t Address, uint64_t Size);
+  std::vector<VariableSymbol> driverGlobals(const void *Handle) const;
 
   void addFatBinary(void **Handle, const void *Wrapper);
   void addFunction(void **Handle, const void *HostFunction, const char *DeviceName);
@@ -91,6 +98,7 @@ private:
   std::deque<std::string> ImageCopies;
   std::map<const void *, std::string_view> DriverImages;
   std::map<const void *, std::pair<const void *, std::string>> LibraryKernels;
+  std::map<const void *, std::map<std::string, VariableSymbol>> DriverGlobals;
 };
 
 Registry &registry();

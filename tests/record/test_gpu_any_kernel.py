@@ -89,6 +89,9 @@ def test_modules_loaded_through_the_driver_record_replay_and_tune(built, tmp_pat
     assert {k.provenance for k in db.kernels} == {carries}
     apis = {i.api for i in db.instances}
     assert apis == {"cuLaunchKernel", "cuLaunchKernelEx"}
+    # The table the host rewrote is part of shift's instance, so it replays.
+    (shift,) = [i for i in db.instances if i.kernel_name == "shift"]
+    assert [g.name for g in shift.prologue.globals] == ["bias"]
     check(db)
     tune(db, "saxpy")
 

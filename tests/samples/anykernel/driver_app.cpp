@@ -1,6 +1,7 @@
 // A driver-API program: loads a module image (PTX, cubin or fatbinary) from
-// the file it is given, launches its kernels with cuLaunchKernel and
-// cuLaunchKernelEx, and prints a checksum of the results.
+// the file it is given, writes one of its __device__ tables, launches its
+// kernels with cuLaunchKernel and cuLaunchKernelEx, and prints a checksum
+// of the results.
 #include <cuda.h>
 
 #include <cstdint>
@@ -61,6 +62,16 @@ int main(int argc, char **argv) {
   void *saxpy_args[] = {&dy, &dx, &a, &count};
   for (int step = 0; step < 2; ++step)
     CHECK(cuLaunchKernel(saxpy, n / 256, 1, 1, 256, 1, 1, 0, nullptr, saxpy_args, nullptr));
+  // The host rewrites a __device__ table of the module before shift reads it.
+  CUdeviceptr bias;
+  size_t bias_bytes = 0;
+  CHECK(cuModuleGetGlobal(&bias, &bias_bytes, module, "bias"));
+  const float table[4] = {0.5f, -2.0f, 1.25f, 4.0f};
+  if (bias_bytes != sizeof table) {
+    std::fprintf(stderr, "bias has %zu bytes\n", bias_bytes);
+    return 1;
+  }
+  CHECK(cuMemcpyHtoD(bias, table, sizeof table));
   void *shift_args[] = {&dy, &count};
   CUlaunchConfig config = {};
   config.gridDimX = n / 128;
