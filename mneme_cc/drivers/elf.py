@@ -56,7 +56,7 @@ def section_names_and_data(member: Member) -> Iterator[tuple[str, memoryview]]:
                 raise BinaryFormatError(
                     f"{member.name}: section {name} runs past the end of the file (truncated?)")
             yield name, data[offset:offset + size]
-    except (struct.error, IndexError) as exc:
+    except (struct.error, IndexError, OverflowError) as exc:
         raise BinaryFormatError(f"{member.name}: malformed ELF headers ({exc})") from None
 
 

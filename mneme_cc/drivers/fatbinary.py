@@ -68,8 +68,9 @@ def cubin_kernels(cubin: bytes, origin: str = "cubin") -> tuple[str, ...]:
         shentsize, shnum, _ = struct.unpack_from("<HHH", cubin, 0x3A)
         headers = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize)
                    for i in range(shnum)]
-    except struct.error:
-        raise BinaryFormatError(f"{origin}: malformed cubin (ELF headers cut short)") from None
+    except (struct.error, OverflowError):
+        raise BinaryFormatError(f"{origin}: malformed cubin (ELF headers out of range)") \
+            from None
     kernels = []
     for _name, kind, _flags, _addr, offset, size, link, _info, _align, entsize in headers:
         if kind != 2 or entsize != 24 or link >= len(headers):  # SHT_SYMTAB of Elf64_Sym

@@ -89,6 +89,10 @@ def test_damaged_fatbinaries_are_one_line_errors(built, tmp_path):
         parse_fatbinaries(bytes(bad), "bad")
     with pytest.raises(BinaryFormatError, match="neither a fatbinary, a cubin nor PTX"):
         images_of(b"hello", "text")
+    cubin = bytearray((built / "kernels.cubin").read_bytes())
+    struct.pack_into("<Q", cubin, 0x28, 2**64 - 1)  # section headers far past the end
+    with pytest.raises(BinaryFormatError, match="out of range"):
+        images_of(bytes(cubin), "cubin")
     assert struct.unpack_from("<I", data)[0] == FATBIN_MAGIC
     broken = tmp_path / "broken.fatbin"
     broken.write_bytes(data[:100])
