@@ -216,6 +216,9 @@ def write_bundle(path: Path, chosen: list[tuple[dict[str, Any], Any, Any]], arch
         if config.baseline == "original":  # machine code only: its image, in a new geometry
             compiled = None
             cubin = image if image is not None else kernel.image()
+            if cubin is None:
+                raise UsageError(f"{inst.demangled}: the winner runs the application's image, "
+                                 "which was not recorded")
         else:
             try:
                 compiled = compile_instance(inst, config, arch)

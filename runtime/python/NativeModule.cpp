@@ -159,10 +159,17 @@ std::string regexError(const std::string &Pattern) {
 }
 
 // A zstd frame of known decompressed size (a compressed fatbinary entry).
+// The size is checked against the frame's own header before anything is
+// allocated: both come from an untrusted file.
 nb::bytes zstdDecompress(nb::bytes Data, uint64_t Size) {
-  constexpr uint64_t Limit = uint64_t(1) << 32;
+  unsigned long long InFrame = ZSTD_getFrameContentSize(Data.c_str(), Data.size());
+  if (InFrame == ZSTD_CONTENTSIZE_ERROR)
+    throw nb::value_error("not a zstd frame");
+  if (InFrame != ZSTD_CONTENTSIZE_UNKNOWN && InFrame != Size)
+    throw nb::value_error("the frame holds another size than stated");
+  constexpr uint64_t Limit = uint64_t(1) << 30;
   if (Size > Limit)
-    throw nb::value_error("the decompressed size is over 4 GiB");
+    throw nb::value_error("the decompressed size is over 1 GiB");
   std::string Out(Size, '\0');
   size_t N = ZSTD_decompress(Out.data(), Out.size(), Data.c_str(), Data.size());
   if (ZSTD_isError(N))

@@ -98,4 +98,14 @@ bool hasRuntime() {
   return Found;
 }
 
+void bindRuntimeContext() {
+  CUcontext Current = nullptr;
+  if (!driver().Loaded || (driver().CtxGetCurrent(&Current) == CUDA_SUCCESS && Current) ||
+      !hasRuntime())
+    return;
+  static auto Free = real<decltype(&cudaFree)>("cudaFree");
+  if (Free)
+    Free(nullptr);
+}
+
 } // namespace mneme::recorder

@@ -81,6 +81,11 @@ void *realDriverSymbol(const char *Name);
 // may not load it at all).
 bool hasRuntime();
 
+// Makes the runtime's context current on a thread that has none yet (the
+// runtime binds it on a thread's first call, which the recorder may
+// precede), so that driver calls see the device the runtime would.
+void bindRuntimeContext();
+
 template <class F> F real(const char *Name) {
   return reinterpret_cast<F>(realSymbol(Name));
 }

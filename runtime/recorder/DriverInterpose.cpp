@@ -132,7 +132,9 @@ CUresult cuLaunchKernel(CUfunction F, unsigned GridX, unsigned GridY, unsigned G
     return MNEME_DRIVER(cuLaunchKernel)(F, GridX, GridY, GridZ, BlockX, BlockY, BlockZ,
                                         SharedMem, Stream, Params, Extra);
   };
-  if (Extra || !Params) // arguments packed in one buffer: not recorded nor served
+  // Arguments packed in one buffer are neither recorded nor served; a call
+  // made on the recorder's behalf goes straight to the driver.
+  if (Extra || !Params || Recorder::busy())
     return Real();
   return launchThrough("cuLaunchKernel", F, dim3(GridX, GridY, GridZ),
                        dim3(BlockX, BlockY, BlockZ), SharedMem, Stream, Params, dim3(0, 0, 0),
@@ -142,7 +144,7 @@ CUresult cuLaunchKernel(CUfunction F, unsigned GridX, unsigned GridY, unsigned G
 CUresult cuLaunchKernelEx(const CUlaunchConfig *Config, CUfunction F, void **Params,
                           void **Extra) {
   auto Real = [&] { return MNEME_DRIVER(cuLaunchKernelEx)(Config, F, Params, Extra); };
-  if (!Config || Extra || !Params)
+  if (!Config || Extra || !Params || Recorder::busy())
     return Real();
   dim3 Cluster(0, 0, 0);
   bool Cooperative = false;
@@ -164,7 +166,7 @@ CUresult cuLaunchKernelEx(const CUlaunchConfig *Config, CUfunction F, void **Par
 }
 
 CUresult cuMemAlloc(CUdeviceptr *Ptr, size_t Size) {
-  if (Server::enabled() || !Ptr)
+  if (Server::enabled() || !Ptr || Recorder::busy())
     return MNEME_DRIVER(cuMemAlloc)(Ptr, Size);
   CUresult Driver = CUDA_SUCCESS;
   cudaError_t R = Recorder::get().allocate(reinterpret_cast<void **>(Ptr), Size, "cuMemAlloc",
@@ -178,7 +180,7 @@ CUresult cuMemAlloc(CUdeviceptr *Ptr, size_t Size) {
 }
 
 CUresult cuMemFree(CUdeviceptr Ptr) {
-  if (Server::enabled() || !Ptr)
+  if (Server::enabled() || !Ptr || Recorder::busy())
     return MNEME_DRIVER(cuMemFree)(Ptr);
   CUresult Driver = CUDA_SUCCESS;
   cudaError_t R = Recorder::get().release(reinterpret_cast<void *>(Ptr), [&] {

@@ -39,9 +39,17 @@ bool isOurs(const void *Caller) {
   return Info.dli_fname && std::strstr(Info.dli_fname, "libcudart.so");
 }
 
+// Whether a function is the CUDA driver's own (not another interposer's).
+bool isDriver(const void *Function) {
+  Dl_info Info;
+  return dladdr(Function, &Info) && Info.dli_fname && std::strstr(Info.dli_fname, "libcuda.so");
+}
+
 void *replacementFor(const char *Name, bool PerThreadStream) {
-  if (!Name || PerThreadStream)
-    return nullptr; // the _ptsz variants keep the driver's own
+  // The per-thread-stream launch variants keep the driver's own; loads,
+  // lookups and allocations are the same functions either way.
+  if (!Name || (PerThreadStream && std::strncmp(Name, "cuLaunch", 8) == 0))
+    return nullptr;
   static const Replacement Table[] = {
       {"cuModuleLoadData", reinterpret_cast<void *>(&cuModuleLoadData)},
       {"cuModuleLoadDataEx", reinterpret_cast<void *>(&cuModuleLoadDataEx)},
@@ -130,27 +138,30 @@ extern "C" __attribute__((visibility("hidden"))) void *(*mneme_real_dlsym)(void 
                                                                            const char *) =
     nullptr;
 
-static void findRealDlsym() {
-  if (mneme_real_dlsym)
-    return;
-  void *F = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-  if (!F)
-    F = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-  mneme_real_dlsym = reinterpret_cast<void *(*)(void *, const char *)>(F);
+// Finds it on first use, from the entry below too (before the recorder's
+// constructors, those of the application's libraries may call dlsym).
+extern "C" __attribute__((visibility("hidden"))) void *mneme_find_real_dlsym() {
+  if (!mneme_real_dlsym) {
+    void *F = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (!F)
+      F = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    mneme_real_dlsym = reinterpret_cast<void *(*)(void *, const char *)>(F);
+  }
+  return reinterpret_cast<void *>(mneme_real_dlsym);
 }
 
 extern "C" __attribute__((visibility("hidden"))) void *mneme_real_dlsym_fn(void *Handle,
                                                                            const char *Name) {
-  findRealDlsym();
+  mneme_find_real_dlsym();
   return mneme_real_dlsym ? mneme_real_dlsym(Handle, Name) : nullptr;
 }
 
-// dlsym's other handles (RTLD_NEXT goes straight to the real dlsym, so that
-// its meaning, "after the caller", is kept: see the entry below).
+// dlsym's library handles (RTLD_NEXT and RTLD_DEFAULT go straight to the
+// real dlsym: see the entry below).
 extern "C" __attribute__((visibility("hidden"))) void *mneme_dlsym_other(void *Handle,
                                                                          const char *Name) {
   void *Found = mneme_real_dlsym_fn(Handle, Name);
-  if (!Found || isOurs(__builtin_return_address(0)))
+  if (!Found || isOurs(__builtin_return_address(0)) || !isDriver(Found))
     return Found;
   if (Name && std::strcmp(Name, "cuGetProcAddress_v2") == 0)
     return reinterpret_cast<void *>(&cuGetProcAddress);
@@ -161,11 +172,13 @@ extern "C" __attribute__((visibility("hidden"))) void *mneme_dlsym_other(void *H
   return Found;
 }
 
-__attribute__((constructor)) static void findRealDlsymEarly() { findRealDlsym(); }
+__attribute__((constructor)) static void findRealDlsymEarly() { mneme_find_real_dlsym(); }
 
 #if defined(__x86_64__)
 // dlsym itself: a jump, not a call, so that glibc still sees the caller's
-// return address (RTLD_NEXT and the caller's namespace depend on it).
+// return address, which RTLD_NEXT ("after the caller") and RTLD_DEFAULT
+// (the caller's scope) depend on; both go straight to glibc. Other handles
+// go through mneme_dlsym_other.
 asm(R"(
   .text
   .globl dlsym
@@ -173,9 +186,22 @@ asm(R"(
 dlsym:
   movq mneme_real_dlsym(%rip), %rax
   testq %rax, %rax
+  jnz 2f
+  pushq %rdi
+  pushq %rsi
+  subq $8, %rsp
+  call mneme_find_real_dlsym
+  addq $8, %rsp
+  popq %rsi
+  popq %rdi
+  testq %rax, %rax
   jz 1f
+2:
   cmpq $-1, %rdi
+  je 3f
+  testq %rdi, %rdi
   jne 1f
+3:
   jmp *%rax
 1:
   jmp mneme_dlsym_other

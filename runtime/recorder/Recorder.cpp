@@ -44,6 +44,14 @@ struct IdentityHash {
 
 } // namespace
 
+namespace {
+thread_local bool InRecorder = false;
+} // namespace
+
+bool Recorder::busy() { return InRecorder; }
+Recorder::Inside::Inside() : Was(InRecorder) { InRecorder = true; }
+Recorder::Inside::~Inside() { InRecorder = Was; }
+
 Recorder &Recorder::get() {
   static Recorder *R = new Recorder; // outlives every static destructor
   return *R;
@@ -235,6 +243,8 @@ std::vector<std::string> Recorder::replayBlockers(const KernelState &K, const st
 }
 
 cudaError_t Recorder::launch(const LaunchRequest &R) {
+  Inside Busy;
+  bindRuntimeContext();
   std::unique_lock<std::mutex> G(Lock);
   if (!start() || Instances.failed()) {
     G.unlock();

@@ -28,6 +28,18 @@ namespace mneme::recorder {
 class Recorder {
 public:
   static Recorder &get();
+  // Whether this thread is inside the recorder: a driver entry point the
+  // CUDA runtime reaches on its behalf passes straight through.
+  static bool busy();
+  // Marks this thread inside the recorder for a scope.
+  class Inside {
+  public:
+    Inside();
+    ~Inside();
+
+  private:
+    bool Was;
+  };
 
   cudaError_t allocate(void **Ptr, size_t Size, const char *Api,
                        CallRef<cudaError_t> Real);

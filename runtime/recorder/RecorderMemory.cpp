@@ -9,6 +9,8 @@ namespace mneme::recorder {
 
 cudaError_t Recorder::allocate(void **Ptr, size_t Size, const char *Api,
                                CallRef<cudaError_t> Real) {
+  Inside Busy;
+  bindRuntimeContext();
   std::lock_guard<std::mutex> G(Lock);
   if (!Ptr || Size == 0 || !start())
     return Real();
@@ -40,6 +42,8 @@ cudaError_t Recorder::allocate(void **Ptr, size_t Size, const char *Api,
 }
 
 cudaError_t Recorder::release(void *Ptr, CallRef<cudaError_t> Real) {
+  Inside Busy;
+  bindRuntimeContext();
   std::lock_guard<std::mutex> G(Lock);
   uint64_t P = reinterpret_cast<uint64_t>(Ptr);
   if (State == Mode::Recording && Window.isOpen() && Window.contains(P)) {
@@ -75,6 +79,7 @@ void Recorder::drainFrees() {
 
 cudaError_t Recorder::releaseAsync(void *Ptr, cudaStream_t Stream,
                                    CallRef<cudaError_t> Real) {
+  Inside Busy;
   std::lock_guard<std::mutex> G(Lock);
   uint64_t P = reinterpret_cast<uint64_t>(Ptr);
   if (State == Mode::Recording && Window.isOpen() && Window.contains(P)) {

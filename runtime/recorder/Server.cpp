@@ -94,6 +94,8 @@ Server::Kernel &Server::kernel(const LaunchRequest &R) {
     Known = !D.Name.empty();
     K.Name = D.Name;
     K.Image = D.Image;
+    K.DriverApi = true;
+    K.DriverHandle = D.Handle;
   } else if (const KernelSymbol *S = registry().kernel(R.Function)) {
     Known = true;
     K.Name = S->Name;
@@ -154,7 +156,9 @@ const std::vector<const ServeEntry *> &Server::candidates(Kernel &K, const std::
   // A kernel tuned from IR is checked against the IR the application
   // registers, one tuned without IR against the image its code came from:
   // the digests export computed from what was recorded.
-  const IRModule *IR = Mine.empty() ? nullptr : registry().irFor(K.Name, Arch);
+  // A module loaded at run time carries no IR, whatever a built-in kernel
+  // of the same name does.
+  const IRModule *IR = Mine.empty() || K.DriverApi ? nullptr : registry().irFor(K.Name, Arch);
   bool ByImage = false;
   for (const ServeEntry *E : Mine)
     ByImage = ByImage || E->ImageDigest;
@@ -218,15 +222,19 @@ bool Server::specialisedMatch(const Loaded &L, const ServeEntry &E, void **Args,
   return true;
 }
 
-bool Server::copyGlobals(Loaded &L, void **Module, CUmodule Cubin) {
-  for (const VariableSymbol &V : registry().variables(Module)) {
+bool Server::copyGlobals(Loaded &L, const Kernel &K, CUmodule Cubin) {
+  // A registered module's variables, or those of a driver-loaded module the
+  // application looked up (the others keep the image's values in both).
+  std::vector<VariableSymbol> Vars = K.DriverApi ? registry().driverGlobals(K.DriverHandle)
+                                                 : registry().variables(K.Module);
+  for (const VariableSymbol &V : Vars) {
     Global G;
     G.Constant = V.Constant;
     // A global the compiled kernel does not use was dropped from the cubin.
     if (driver().ModuleGetGlobal(&G.Cubin, &G.Bytes, Cubin, V.Name.c_str()) != CUDA_SUCCESS)
       continue;
-    void *App = nullptr;
-    if (MNEME_REAL(cudaGetSymbolAddress)(&App, V.HostVariable) != cudaSuccess || !App) {
+    void *App = reinterpret_cast<void *>(V.Address);
+    if (!App && (MNEME_REAL(cudaGetSymbolAddress)(&App, V.HostVariable) != cudaSuccess || !App)) {
       L.Why = "the application's device global " + V.Name + " cannot be found";
       return false;
     }
@@ -249,7 +257,7 @@ CUresult Server::copy(const std::vector<Global> &Globals, CUstream S, bool In) {
   return CUDA_SUCCESS;
 }
 
-const Server::Loaded *Server::load(Context &C, const ServeEntry &E, void **Module,
+const Server::Loaded *Server::load(Context &C, const ServeEntry &E, const Kernel &K,
                                    uint64_t SharedMem, std::string &Why) {
   auto [It, New] = C.Functions.try_emplace(&E);
   Loaded &L = It->second;
@@ -269,7 +277,7 @@ const Server::Loaded *Server::load(Context &C, const ServeEntry &E, void **Modul
              CUDA_SUCCESS)
       L.Why = "the tuned cubin " + baseName(E.Cubin) + " lacks the kernel (" +
               driverErrorName(Result) + ")";
-    else if (!copyGlobals(L, Module, Cubin))
+    else if (!copyGlobals(L, K, Cubin))
       L.Function = nullptr;
     for (size_t I = 0, Offset = 0, Size = 0; L.Function && I < 4096; ++I) {
       if (driver().FuncGetParamInfo(L.Function, I, &Offset, &Size) != CUDA_SUCCESS)
@@ -342,7 +350,7 @@ cudaError_t Server::launch(const LaunchRequest &R, const char *Unserved) {
   const ServeDecision *D = C ? decide(K, *C, R, Why) : nullptr;
   if (!C)
     Why = "no current CUDA context";
-  const Loaded *L = D ? load(*C, *D->Entry, K.Module, D->Launch.SharedMem, Why) : nullptr;
+  const Loaded *L = D ? load(*C, *D->Entry, K, D->Launch.SharedMem, Why) : nullptr;
   if (!L) {
     if (D && D->Entry->Cubin[0] != '!') // Python warned about those before the start
       warnOnce(K, Why);

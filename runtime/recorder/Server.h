@@ -41,6 +41,8 @@ private:
     std::string Name, Demangled;
     void **Module = nullptr;            // the application's fatbinary handle
     std::string_view Image;             // the image its code came from
+    bool DriverApi = false;             // a function of a module loaded through the driver
+    const void *DriverHandle = nullptr; // its CUmodule or CUlibrary
     std::string ImageSha256;            // of Image, once an entry asks
     const ServeKernel *Table = nullptr; // null: not in the bundle
     uint64_t Launches = 0, Served = 0, NotTuned = 0, ServedTimed = 0, PassedTimed = 0;
@@ -88,9 +90,9 @@ private:
   const std::vector<const ServeEntry *> &candidates(Kernel &K, const std::string &Arch,
                                                      std::string &Why);
   // The entry's cubin loaded in C, ready for SharedMem bytes; null and Why if not.
-  const Loaded *load(Context &C, const ServeEntry &E, void **Module, uint64_t SharedMem,
+  const Loaded *load(Context &C, const ServeEntry &E, const Kernel &K, uint64_t SharedMem,
                      std::string &Why);
-  bool copyGlobals(Loaded &L, void **Module, CUmodule Cubin);
+  bool copyGlobals(Loaded &L, const Kernel &K, CUmodule Cubin);
   // Whether the launch's arguments are those the cubin was specialised on.
   static bool specialisedMatch(const Loaded &L, const ServeEntry &E, void **Args,
                                std::string &Why);

@@ -1,0 +1,1 @@
+int b_sym(void) { return 42; }
