@@ -244,12 +244,12 @@ std::vector<std::string> Recorder::replayBlockers(const KernelState &K, const st
 
 cudaError_t Recorder::launch(const LaunchRequest &R) {
   Inside Busy;
-  bindRuntimeContext();
   std::unique_lock<std::mutex> G(Lock);
   if (!start() || Instances.failed()) {
     G.unlock();
     return R.Launch();
   }
+  bindRuntimeContext();
   drainFrees();
   KernelState &K = kernelState(R);
   const Options &O = options();

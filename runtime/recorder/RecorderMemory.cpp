@@ -10,10 +10,10 @@ namespace mneme::recorder {
 cudaError_t Recorder::allocate(void **Ptr, size_t Size, const char *Api,
                                CallRef<cudaError_t> Real) {
   Inside Busy;
-  bindRuntimeContext();
   std::lock_guard<std::mutex> G(Lock);
   if (!Ptr || Size == 0 || !start())
     return Real();
+  bindRuntimeContext();
   drainFrees();
   CUdevice Device = -1;
   driver().CtxGetDevice(&Device);
@@ -43,10 +43,10 @@ cudaError_t Recorder::allocate(void **Ptr, size_t Size, const char *Api,
 
 cudaError_t Recorder::release(void *Ptr, CallRef<cudaError_t> Real) {
   Inside Busy;
-  bindRuntimeContext();
   std::lock_guard<std::mutex> G(Lock);
   uint64_t P = reinterpret_cast<uint64_t>(Ptr);
   if (State == Mode::Recording && Window.isOpen() && Window.contains(P)) {
+    bindRuntimeContext();
     drainFrees();
     // cudaFree waits for the device; unmapping needs that too.
     driver().CtxSynchronize();
