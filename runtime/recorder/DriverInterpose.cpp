@@ -55,6 +55,18 @@ CUresult launchThrough(const char *Api, CUfunction Function, dim3 Grid, dim3 Blo
   return Called ? Result : E == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
 }
 
+// A global of a module or library looked up through Real, kept with its
+// address for the module's recorded instances.
+template <class Handle, class F>
+CUresult lookUpGlobal(F Real, CUdeviceptr *Address, size_t *Bytes, Handle Owner,
+                      const char *Name) {
+  size_t Size = 0;
+  CUresult R = Real(Address, Bytes ? Bytes : &Size, Owner, Name);
+  if (R == CUDA_SUCCESS && Address)
+    registry().addDriverGlobal(Owner, Name, *Address, Bytes ? *Bytes : Size);
+  return R;
+}
+
 CUresult fromRuntime(cudaError_t E) {
   return E == cudaSuccess ? CUDA_SUCCESS
          : E == cudaErrorMemoryAllocation ? CUDA_ERROR_OUT_OF_MEMORY
@@ -109,20 +121,12 @@ CUresult cuLibraryGetKernel(CUkernel *Kernel, CUlibrary Library, const char *Nam
 
 CUresult cuModuleGetGlobal(CUdeviceptr *Address, size_t *Bytes, CUmodule Module,
                            const char *Name) {
-  size_t Size = 0;
-  CUresult R = MNEME_DRIVER(cuModuleGetGlobal)(Address, Bytes ? Bytes : &Size, Module, Name);
-  if (R == CUDA_SUCCESS && Address)
-    registry().addDriverGlobal(Module, Name, *Address, Bytes ? *Bytes : Size);
-  return R;
+  return lookUpGlobal(MNEME_DRIVER(cuModuleGetGlobal), Address, Bytes, Module, Name);
 }
 
 CUresult cuLibraryGetGlobal(CUdeviceptr *Address, size_t *Bytes, CUlibrary Library,
                             const char *Name) {
-  size_t Size = 0;
-  CUresult R = MNEME_DRIVER(cuLibraryGetGlobal)(Address, Bytes ? Bytes : &Size, Library, Name);
-  if (R == CUDA_SUCCESS && Address)
-    registry().addDriverGlobal(Library, Name, *Address, Bytes ? *Bytes : Size);
-  return R;
+  return lookUpGlobal(MNEME_DRIVER(cuLibraryGetGlobal), Address, Bytes, Library, Name);
 }
 
 CUresult cuLaunchKernel(CUfunction F, unsigned GridX, unsigned GridY, unsigned GridZ,
