@@ -18,6 +18,7 @@ from mneme_cc.cli import (
     config_command,
     dataset_command,
     diff_command,
+    doctor_command,
     export_command,
     inspect_command,
     ls_command,
@@ -61,6 +62,7 @@ class Match(str, enum.Enum):
 
 app.command("inspect")(inspect_command.inspect)
 app.command("config")(config_command.config)
+app.command("doctor")(doctor_command.doctor)
 _PASS_THROUGH = {"allow_interspersed_args": False}
 _APP = typer.Argument(metavar="-- APP [ARGS...]", show_default=False,
                       help="The application and its arguments, after --.")

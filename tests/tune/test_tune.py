@@ -502,12 +502,18 @@ def test_report_draws_every_figure_and_a_page(instance, tmp_path):
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written if p.suffix == ".png")
     page = (studies / "one" / "report" / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 3 and "failed_verification" in page
-    # The importance plot names the parameters the space searched.
+    # The importance plot names the parameters the space searched, by the
+    # method it chose (not Optuna's default, which changed in Optuna 5).
     import optuna
 
+    from mneme_cc.tune.report import importance_evaluator
     from mneme_cc.tune.study_dir import StudyDir
 
-    assert set(optuna.importance.get_param_importances(StudyDir(studies / "one").study())) \
+    method, _, evaluator = importance_evaluator()
+    assert method == "PED-ANOVA"
+    assert isinstance(evaluator, optuna.importance.PedAnovaImportanceEvaluator)
+    assert set(optuna.importance.get_param_importances(StudyDir(studies / "one").study(),
+                                                       evaluator=evaluator)) \
         <= {"pipeline", "specialize_args", "specialize_dims", "launch_bounds",
             "min_blocks_per_sm", "ptxas_opt_level", "max_registers"}
 

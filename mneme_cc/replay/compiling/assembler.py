@@ -72,6 +72,12 @@ def _candidates() -> list[str]:
     return [c for c in dict.fromkeys(found) if c and os.access(c, os.X_OK)]
 
 
+def installed_ptxas() -> list[tuple[str, str | None]]:
+    """Every ptxas replay may assemble with (each file once), and its version."""
+    files = {os.path.realpath(path): path for path in reversed(_candidates())}
+    return [(path, _ptxas_version(path)) for path in reversed(files.values())]
+
+
 @functools.cache
 def _ptxas_version(path: str) -> str | None:
     try:
