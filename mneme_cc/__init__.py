@@ -8,4 +8,4 @@ from mneme_cc.errors import MnemeError
 
 __all__ = ["MnemeError", "__version__"]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -18,6 +18,15 @@ class BuildInfo:
     llvm_major: int
     llvm_version: str
     clang: str  # the clang of the LLVM the plugin was built against
+    cuda_version: str = ""  # the CUDA toolkit the recorder was built with
+
+    def describe(self) -> list[str]:
+        """What `mneme --version` prints after the version: the parts built."""
+        plugin = (f"pass plugin: built against LLVM {self.llvm_version} ({self.clang})"
+                  if self.plugin else "pass plugin: not built (LLVM 22 was missing)")
+        recorder = (f"recorder: built with the CUDA {self.cuda_version} toolkit"
+                    if self.recorder else "recorder: not built (the CUDA toolkit was missing)")
+        return [plugin, recorder]
 
 
 @functools.cache
@@ -31,4 +40,4 @@ def build_info() -> BuildInfo:
     plugin = PACKAGE_DIR / "lib" / raw["plugin"] if raw["plugin"] else None
     recorder = PACKAGE_DIR / "lib" / raw["recorder"] if raw.get("recorder") else None
     return BuildInfo(raw["version"], plugin, recorder, int(raw["llvm_major"]),
-                     raw["llvm_version"], raw["clang"])
+                     raw["llvm_version"], raw["clang"], raw.get("cuda_version", ""))

@@ -43,14 +43,15 @@ def _print_version(value: bool) -> None:
     if value:
         from mneme_cc.build_info import build_info
 
-        print(f"mneme-cc {build_info().version}")
+        info = build_info()
+        print("\n".join([f"mneme-cc {info.version}", *info.describe()]))
         raise typer.Exit()
 
 
 @app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
-                                 help="Print mneme-cc's version and exit."),
+                                 help="Print mneme-cc's version, and the LLVM and CUDA its plugin and recorder were built with, and exit."),
 ) -> None:
     """Record GPU kernel launches and replay them as standalone experiments."""
 
