@@ -33,7 +33,7 @@ def make_database(db: Path, a: np.ndarray, b: np.ndarray, out_after: np.ndarray,
                   bitcode: bytes | None = None,
                   kernel: tuple[str, str] = ("_Z3addPKfS0_Pfi",
                                              "add(float const*, float const*, float*, int)"),
-                  image: bytes | None = None) -> dict:
+                  image: bytes | None = None, dynamic: str = "8899aabbccddeeff") -> dict:
     """One kernel `add(float const*, float const*, float*, int)`, one instance:
     allocations a, b and out (zeros before, out_after after). `bitcode` and
     `kernel` (mangled, demangled) give a real module of that signature instead;
@@ -47,7 +47,7 @@ def make_database(db: Path, a: np.ndarray, b: np.ndarray, out_after: np.ndarray,
     n = len(a)
     args = np.array([base, base + 0x200000, base + 0x400000], np.uint64).tobytes() + \
         np.array([n, 0], np.int32).tobytes()
-    static, dynamic = "00112233445566aa", "8899aabbccddeeff"
+    static = "00112233445566aa"
     entry = {
         "format": "mneme-instance", "version": 1, "kernel": kernel[0],
         "demangled": kernel[1],

@@ -22,6 +22,7 @@ from mneme_cc.cli import (
     export_command,
     inspect_command,
     ls_command,
+    merge_command,
     record_command,
     replay_command,
     report_command,
@@ -128,6 +129,7 @@ def _run(
 
 app.command("ls")(ls_command.ls)
 app.command("show")(show_command.show)
+app.command("merge")(merge_command.merge)
 app.command("replay")(replay_command.replay)
 app.command("tune")(tune_command.tune)
 app.command("export")(export_command.export)

@@ -1,0 +1,69 @@
+"""`mneme merge`: record databases made apart, gathered into one."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from conftest import run
+from synthetic_db import PTX, make_database
+
+from mneme_cc.record import RecordDB, merge_databases
+
+A, B = "aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"
+
+
+def two_databases(tmp_path):
+    x = np.arange(4096, dtype=np.float32)
+    make_database(tmp_path / "node0", x, x, x + x, dynamic=A, image=PTX)
+    make_database(tmp_path / "node1", x, 2 * x, 3 * x, dynamic=B, image=PTX)
+    return tmp_path / "node0", tmp_path / "node1"
+
+
+def test_instances_recorded_apart_merge_into_one_database(tmp_path):
+    node0, node1 = two_databases(tmp_path)
+    out = run(["mneme", "merge", "-rdb", str(tmp_path / "all"), str(node0), str(node1),
+               "--json"])
+    report = json.loads(out.stdout)["sources"]
+    assert report[str(node0)]["copied"] == 1 and report[str(node1)]["copied"] == 1
+    merged = RecordDB(tmp_path / "all")
+    merged.verify()  # every checksum, every chunk
+    assert sorted(i.dynamic_hash for i in merged.instances) == [A, B]
+    for source in (node0, node1):
+        (inst,) = RecordDB(source).instances
+        (theirs,) = [i for i in merged.instances if i.name == inst.name]
+        for before, after in zip(inst.prologue.regions, theirs.prologue.regions, strict=True):
+            assert before.read().tobytes() == after.read().tobytes()
+    assert merged.kernels[0].provenance == "ptx"  # the image came along
+    # Shared chunks (the same input buffer) are stored once; a second merge adds nothing.
+    again = merge_databases(tmp_path / "all", node1)
+    assert (again.copied, again.present, again.chunks) == (0, 1, 0)
+
+
+def test_a_merge_cut_short_is_finished_by_running_it_again(tmp_path):
+    node0, node1 = two_databases(tmp_path)
+    merge_databases(tmp_path / "all", node0)
+    merge_databases(tmp_path / "all", node1)
+    (tmp_path / "all" / "index" / f"00112233445566aa.{B}.json").unlink()  # as if killed
+    assert len(RecordDB(tmp_path / "all").instances) == 1
+    result = merge_databases(tmp_path / "all", node1)
+    assert result.copied == 1 and result.chunks == 0
+    RecordDB(tmp_path / "all").verify()
+
+
+def test_bad_merges_are_one_line_errors_and_write_nothing_outside(tmp_path):
+    node0, node1 = two_databases(tmp_path)
+    proc = run(["mneme", "merge", "-rdb", str(node0), str(node0)], check=False)
+    assert proc.returncode != 0 and "into itself" in proc.stderr
+    proc = run(["mneme", "merge", "-rdb", str(tmp_path / "all"), str(tmp_path / "none")],
+               check=False)
+    assert proc.returncode != 0 and "no such record database" in proc.stderr
+    # A description naming a file outside the database.
+    description = node1 / "00112233445566aa.json"
+    kernel = json.loads(description.read_text())
+    kernel["image"]["file"] = "../escape.mneme"
+    description.write_text(json.dumps(kernel))
+    proc = run(["mneme", "merge", "-rdb", str(tmp_path / "all"), str(node1)], check=False)
+    assert proc.returncode != 0 and "not a file of the database" in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+    assert not (tmp_path / "escape.mneme").exists()
