@@ -52,7 +52,8 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
-                                 help="Print mneme-cc's version, and the LLVM and CUDA its plugin and recorder were built with, and exit."),
+                                 help="Print mneme-cc's version and the LLVM and CUDA its plugin and "
+                                      "recorder were built with."),
 ) -> None:
     """Record GPU kernel launches and replay them as standalone experiments."""
 
