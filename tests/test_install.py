@@ -38,3 +38,7 @@ def test_opting_out_installs_without_the_part(tmp_path):
     proc = wheel(tmp_path, "CMAKE_DISABLE_FIND_PACKAGE_LLVM=ON", "MNEME_REQUIRE_PLUGIN=OFF")
     assert proc.returncode == 0, proc.stderr
     assert list((tmp_path / "wheel").glob("mneme_cc-*.whl"))
+    # The opt-out holds for that install only, not for the next one that
+    # reuses the build directory.
+    again = wheel(tmp_path, "CMAKE_DISABLE_FIND_PACKAGE_LLVM=ON")
+    assert again.returncode != 0 and "LLVM 22 was not found" in " ".join(again.stderr.split())

@@ -61,13 +61,18 @@ def _plugin() -> Part:
 
 
 def _clang() -> Part:
-    from mneme_cc.build_info import build_info
+    """The clang the drivers run (MNEME_CLANG, the plugin's, clang-22)."""
+    from mneme_cc.drivers import toolchain
+    from mneme_cc.errors import ToolchainError
 
-    clang = build_info().clang or "clang-22"
-    line = _first_line([clang, "--version"])
-    ok = bool(line) and " 22." in f" {line}"
-    return Part("clang 22", ok, line or f"{clang} not found", "" if ok else
-                "install clang-22 (Debian/Ubuntu, apt.llvm.org) or set MNEME_CLANG", (BUILD,))
+    fix = "install clang-22 (Debian/Ubuntu, apt.llvm.org) or set MNEME_CLANG"
+    try:
+        clang = toolchain.select_clang()
+        major = toolchain.clang_major(clang)
+    except ToolchainError as exc:
+        return Part("clang 22", False, str(exc), fix, (BUILD,))
+    ok = major == 22
+    return Part("clang 22", ok, f"{clang} (clang {major})", "" if ok else fix, (BUILD,))
 
 
 def _recorder() -> Part:
@@ -131,11 +136,11 @@ def _assemblers() -> tuple[Part, Part]:
     ptxas = Part("ptxas", bool(found), "; ".join(found) or "none found",
                  "" if found else "optional: install the CUDA toolkit of the applications "
                  "(replay then assembles with the application's own ptxas)", ())
+    # ptxas serves only applications whose ptxas version is known and
+    # installed; everything else (IR kernels among them) goes to nvJitLink.
     version = _package("nvidia-nvjitlink") or _package("nvidia-nvjitlink-cu13")
-    nvjitlink = Part("nvJitLink", bool(version or found), version or
-                     ("absent; ptxas stands in" if found else "absent"),
-                     "" if version else "pip install 'mneme-cc[cuda]'",
-                     () if found else (REPLAY, TUNE))
+    nvjitlink = Part("nvJitLink", bool(version), version or "not installed",
+                     "" if version else "pip install 'mneme-cc[cuda]'", (REPLAY, TUNE))
     return ptxas, nvjitlink
 
 

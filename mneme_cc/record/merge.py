@@ -6,7 +6,8 @@ recorder commits one (docs/record-db.md): its chunks, its kernel's files,
 its prologue and epilogue, and last its index entry, so an interrupted merge
 leaves a target that lists only complete instances and can be run again.
 Chunks are read back verified and stored once; an instance the target has
-already (same kernel code and launch) is left alone.
+already (same kernel code and launch) is left alone. Merge into a database
+no recorder is writing at the same time (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -30,24 +31,30 @@ def _chunk_path(db: Path, digest: str) -> Path:
     return db / "chunks" / digest[:2] / digest
 
 
-def _put(path: Path, data: bytes) -> None:
-    """A file that is the same by construction: whoever came first keeps it."""
-    native().write_file_atomic(str(path), data, True)
+def _put(path: Path, data: bytes, keep_first: bool = True) -> None:
+    """Written whole. A file that is the same by construction (a kernel's):
+    whoever came first keeps it; an instance's states replace what a
+    recording cut short may have left."""
+    native().write_file_atomic(str(path), data, keep_first)
 
 
 def _file_name(name: object, where: Path) -> str:
-    """A file the database names: a plain name inside it, never a path."""
+    """A file the database names (`where`, a file at its top, names it): a
+    plain name inside it, never a path or a link."""
     if not isinstance(name, str) or not name or Path(name).name != name or name in (".", ".."):
         raise RecordDBError(f"{where}: names {name!r}, not a file of the database")
+    if (where.parent / name).is_symlink():
+        raise RecordDBError(f"{where}: {name} is a symbolic link, not a file of the database")
     return name
 
 
 def _snapshots(db: RecordDB, inst) -> list[Snapshot]:
     """What an instance's chunks are listed in, its kernel's image included."""
     found = [inst.prologue, inst.epilogue]
-    image = db.kernel(inst.static_hash).description.get("image")
+    kernel = db.kernel(inst.static_hash)
+    image = kernel.description.get("image")
     if image:
-        found.append(Snapshot(db, db.path / _file_name(image["file"], inst.path)))
+        found.append(Snapshot(db, db.path / _file_name(image["file"], kernel.path)))
     return found
 
 
@@ -78,17 +85,17 @@ def merge_databases(target: str | Path, source: str | Path, level: int = 3) -> M
                         raise RecordDBError(f"{source}: chunk {digest} reads back as {stored}")
                     result.chunks += 1
         kernel = src.kernel(inst.static_hash)
-        files = [kernel.path.name] + [kernel.description[k]["file"] for k in ("ir", "image")
-                                      if kernel.description.get(k)]
-        files += [inst.entry["prologue"], inst.entry["epilogue"]]
-        for file in files:
+        shared = [kernel.path.name] + [kernel.description[k]["file"] for k in ("ir", "image")
+                                       if kernel.description.get(k)]
+        states = [inst.entry["prologue"], inst.entry["epilogue"]]
+        for file in shared + states:
             file = _file_name(file, kernel.path)
             try:
                 data = (source / file).read_bytes()
             except OSError as exc:
                 raise RecordDBError(f"{source / file}: {exc.strerror} (the database is "
                                     "incomplete)") from None
-            _put(target / file, data)
-        _put(target / "index" / name, inst.path.read_bytes())
+            _put(target / file, data, keep_first=file not in states)
+        _put(target / "index" / name, inst.path.read_bytes(), keep_first=False)
         result.copied += 1
     return result

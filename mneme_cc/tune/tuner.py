@@ -143,7 +143,7 @@ class Tuner:
                 "spill_bytes": result.spill_bytes, "occupancy": result.occupancy,
                 "cubin_bytes": result.cubin_bytes, "error": result.error,
                 "seconds": result.seconds, "stage_seconds": result.stage_seconds(),
-                "time": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                "time": datetime.datetime.now(datetime.UTC).isoformat(),
                 "config": result.config.to_dict()}
         self.study_dir.append_trial(line)
         if self.on_trial:

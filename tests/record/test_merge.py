@@ -67,3 +67,28 @@ def test_bad_merges_are_one_line_errors_and_write_nothing_outside(tmp_path):
     assert proc.returncode != 0 and "not a file of the database" in proc.stderr
     assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
     assert not (tmp_path / "escape.mneme").exists()
+
+
+def test_a_link_out_of_the_source_and_a_stale_state_in_the_target(tmp_path):
+    """A source file that links elsewhere is refused; a prologue left in the
+    target by a recording cut short is replaced, not kept."""
+    node0, node1 = two_databases(tmp_path)
+    secret = tmp_path / "secret"
+    secret.write_text("not a database file")
+    ir = node1 / "RecordedIR_00112233445566aa.bc"
+    if ir.exists():
+        ir.unlink()
+    kernel = json.loads((node1 / "00112233445566aa.json").read_text())
+    image = node1 / kernel["image"]["file"]
+    image.unlink()
+    image.symlink_to(secret)
+    proc = run(["mneme", "merge", "-rdb", str(tmp_path / "all"), str(node1)], check=False)
+    assert proc.returncode != 0 and "symbolic link" in proc.stderr
+    # node0's instance, over a stale prologue of the same name in the target.
+    (inst,) = RecordDB(node0).instances
+    (tmp_path / "all").mkdir(exist_ok=True)
+    (tmp_path / "all" / inst.entry["prologue"]).write_bytes(b"left by a recording cut short")
+    merge_databases(tmp_path / "all", node0)
+    RecordDB(tmp_path / "all").verify()
+    assert (tmp_path / "all" / inst.entry["prologue"]).read_bytes() == \
+        (node0 / inst.entry["prologue"]).read_bytes()

@@ -1,1 +1,0 @@
-int b_sym(void) { return 42; }
