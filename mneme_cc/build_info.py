@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
+from collections import namedtuple
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 
-@dataclass(frozen=True)
-class BuildInfo:
-    version: str
-    plugin: Path | None  # None when LLVM 22 was missing at install time
-    recorder: Path | None  # None when the CUDA toolkit was missing at install time
-    llvm_major: int
-    llvm_version: str
-    clang: str  # the clang of the LLVM the plugin was built against
-    cuda_version: str = ""  # the CUDA toolkit the recorder was built with
+_FIELDS = "version plugin recorder llvm_major llvm_version clang cuda_version"
+
+
+class BuildInfo(namedtuple("BuildInfo", _FIELDS, defaults=("",))):
+    """What was built. `plugin` (a Path) is None when LLVM 22 was missing at
+    install time, `recorder` when the CUDA toolkit was; `clang` is the clang
+    of the LLVM the plugin was built against, `cuda_version` the toolkit the
+    recorder was built with. A named tuple: the drivers read it on every
+    compile and `mneme record` on every run, where dataclasses would import
+    `inspect`."""
+
+    __slots__ = ()
 
     def describe(self) -> list[str]:
         """What `mneme --version` prints after the version: the parts built."""

@@ -14,7 +14,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from mneme_cc.build_info import build_info
@@ -41,18 +40,21 @@ def recorder_library() -> Path:
     return lib
 
 
-@dataclass
 class RecordSettings:
-    database: Path
-    kernels: str | None = None
-    skip: int = 0
-    max_instances: int = 4
-    vass: int | None = None
-    va_base: int | None = None
-    ranks: str | None = None
-    chunk_size: int | None = None
-    zstd_level: int | None = None
-    verbose: bool = False
+    """`mneme record`'s options. A plain class: `mneme record` is on the path
+    of every recorded run, and dataclasses would import `inspect` there."""
+
+    def __init__(self, database: Path, kernels: str | None = None, skip: int = 0,
+                 max_instances: int = 4, vass: int | None = None, va_base: int | None = None,
+                 ranks: str | None = None, chunk_size: int | None = None,
+                 zstd_level: int | None = None, verbose: bool = False):
+        self.database = Path(database)
+        self.kernels, self.skip, self.max_instances = kernels, skip, max_instances
+        self.vass, self.va_base, self.ranks = vass, va_base, ranks
+        self.chunk_size, self.zstd_level, self.verbose = chunk_size, zstd_level, verbose
+
+    def __repr__(self) -> str:
+        return f"RecordSettings({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
 
     def validate(self) -> None:
         if self.kernels is not None:
