@@ -64,6 +64,9 @@ def merge_databases(target: str | Path, source: str | Path, level: int = 3) -> M
     if target.resolve() == source.resolve():
         raise RecordDBError(f"{source}: merging a database into itself")
     src = RecordDB(source)
+    if target.is_dir() and any(target.iterdir()) and not (target / "database.json").exists():
+        raise RecordDBError(f"{target} is not empty and is not a record database: choose "
+                            "another -rdb directory")
     try:
         native().init_database(str(target))
     except ValueError as exc:

@@ -58,6 +58,11 @@ def test_bad_merges_are_one_line_errors_and_write_nothing_outside(tmp_path):
     proc = run(["mneme", "merge", "-rdb", str(tmp_path / "all"), str(tmp_path / "none")],
                check=False)
     assert proc.returncode != 0 and "no such record database" in proc.stderr
+    (tmp_path / "papers").mkdir()
+    (tmp_path / "papers" / "thesis.tex").write_text("not a database")
+    proc = run(["mneme", "merge", "-rdb", str(tmp_path / "papers"), str(node0)], check=False)
+    assert proc.returncode != 0 and "is not a record database" in proc.stderr
+    assert sorted(p.name for p in (tmp_path / "papers").iterdir()) == ["thesis.tex"]
     # A description naming a file outside the database.
     description = node1 / "00112233445566aa.json"
     kernel = json.loads(description.read_text())
