@@ -1,5 +1,6 @@
 """`mneme record` says why a run recorded nothing, naming a program that links
-the static CUDA runtime (which no preloaded recorder can interpose)."""
+the static CUDA runtime when none of its launches reached the recorder, and
+with -v what its own start cost."""
 
 from __future__ import annotations
 
@@ -16,6 +17,15 @@ def test_a_run_that_records_nothing_says_so(tmp_path):
     assert proc.stderr.strip().splitlines()[-1] == (
         "mneme: warning: recorded no instance: no kernel launch reached the recorder (none was "
         "launched, none matched --kernels, or --skip skipped them all)")
+
+
+def test_verbose_says_what_mneme_record_s_own_start_cost(tmp_path):
+    import re
+
+    proc = run(["mneme", "record", "-v", "-rdb", str(tmp_path / "db"), "--", "true"])
+    m = re.search(r"mneme: (\d+) ms of CPU in mneme record \(Python, its imports, the "
+                  r"checks\) before the application starts", proc.stderr)
+    assert m and 0 < int(m.group(1)) < 10_000, proc.stderr
 
 
 def test_a_program_with_the_static_runtime_is_named(tmp_path):
