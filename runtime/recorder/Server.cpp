@@ -222,41 +222,6 @@ bool Server::specialisedMatch(const Loaded &L, const ServeEntry &E, void **Args,
   return true;
 }
 
-bool Server::copyGlobals(Loaded &L, const Kernel &K, CUmodule Cubin) {
-  // A registered module's variables, or those of a driver-loaded module the
-  // application looked up (the others keep the image's values in both).
-  std::vector<VariableSymbol> Vars = K.DriverApi ? registry().driverGlobals(K.DriverHandle)
-                                                 : registry().variables(K.Module);
-  for (const VariableSymbol &V : Vars) {
-    Global G;
-    G.Constant = V.Constant;
-    // A global the compiled kernel does not use was dropped from the cubin.
-    if (driver().ModuleGetGlobal(&G.Cubin, &G.Bytes, Cubin, V.Name.c_str()) != CUDA_SUCCESS)
-      continue;
-    void *App = reinterpret_cast<void *>(V.Address);
-    if (!App && (MNEME_REAL(cudaGetSymbolAddress)(&App, V.HostVariable) != cudaSuccess || !App)) {
-      L.Why = "the application's device global " + V.Name + " cannot be found";
-      return false;
-    }
-    G.App = reinterpret_cast<CUdeviceptr>(App);
-    G.Bytes = std::min<size_t>(G.Bytes, V.Size);
-    L.Globals.push_back(G);
-  }
-  return true;
-}
-
-CUresult Server::copy(const std::vector<Global> &Globals, CUstream S, bool In) {
-  for (const Global &G : Globals) {
-    if (!In && G.Constant)
-      continue;
-    CUresult R = In ? driver().MemcpyDtoDAsync(G.Cubin, G.App, G.Bytes, S)
-                    : driver().MemcpyDtoDAsync(G.App, G.Cubin, G.Bytes, S);
-    if (R != CUDA_SUCCESS)
-      return R;
-  }
-  return CUDA_SUCCESS;
-}
-
 const Server::Loaded *Server::load(Context &C, const ServeEntry &E, const Kernel &K,
                                    uint64_t SharedMem, std::string &Why) {
   auto [It, New] = C.Functions.try_emplace(&E);
