@@ -136,28 +136,18 @@ KernelState &Recorder::kernelState(const LaunchRequest &R) {
   KernelState &K = It->second;
   if (!New)
     return K;
-  if (R.DriverApi) {
-    // A function (or library kernel) of a module the application loaded.
-    CUfunction F = reinterpret_cast<CUfunction>(const_cast<void *>(R.Function));
-    DriverKernel D = registry().driverKernel(F);
-    if (D.Name.empty() || D.Image.empty()) {
-      K.Selected = false; // from a module loaded before the recorder could see it
-      return K;
-    }
-    K.Name = D.Name;
-    K.Image = D.Image;
-    K.Function = D.Function;
-    K.DriverHandle = D.Handle;
-  } else {
-    const KernelSymbol *S = registry().kernel(R.Function);
-    if (!S) {
-      K.Selected = false; // launched through a handle the runtime did not register
-      return K;
-    }
-    K.Name = S->Name;
-    K.Module = S->Module;
-    K.Image = registry().image(K.Module);
+  LaunchedKernel L = registry().launched(R.Function, R.DriverApi);
+  if (L.Name.empty() || (R.DriverApi && L.Image.empty())) {
+    // Launched through a handle the runtime did not register, or from a
+    // module loaded before the recorder could see it.
+    K.Selected = false;
+    return K;
   }
+  K.Name = L.Name;
+  K.Module = L.Module;
+  K.Image = L.Image;
+  K.Function = L.Function;
+  K.DriverHandle = L.DriverHandle;
   K.Demangled = demangle(K.Name);
   K.HostFunction = R.Function;
   K.Selected = !Filter || std::regex_search(K.Name, *Filter) ||
@@ -249,7 +239,6 @@ cudaError_t Recorder::launch(const LaunchRequest &R) {
     G.unlock();
     return R.Launch();
   }
-  bindRuntimeContext();
   drainFrees();
   KernelState &K = kernelState(R);
   const Options &O = options();
@@ -303,6 +292,9 @@ std::vector<SnapshotRegion> Recorder::deviceRegions(const std::vector<VariableSy
 
 cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::string &Args,
                              const std::string &Dynamic) {
+  // Only a launch being recorded needs the context bound before the
+  // runtime's own call binds it: the decision to record stays driver-free.
+  bindRuntimeContext();
   auto Abandon = [&](const std::string &Why) {
     Instances.abandon(K.StaticHash, Dynamic);
     if (!Why.empty())

@@ -275,8 +275,20 @@ void Registry::addLibraryKernel(CUkernel Kernel, CUlibrary Library, const char *
   LibraryKernels[Kernel] = {Library, Name};
 }
 
-DriverKernel Registry::driverKernel(CUfunction Function) const {
-  DriverKernel D;
+LaunchedKernel Registry::launched(const void *Function, bool DriverApi) const {
+  if (DriverApi)
+    return driverKernel(reinterpret_cast<CUfunction>(const_cast<void *>(Function)));
+  LaunchedKernel L;
+  if (const KernelSymbol *S = kernel(Function)) {
+    L.Name = S->Name;
+    L.Module = S->Module;
+    L.Image = image(S->Module);
+  }
+  return L;
+}
+
+LaunchedKernel Registry::driverKernel(CUfunction Function) const {
+  LaunchedKernel D;
   const Driver &Cu = driver();
   std::lock_guard<std::mutex> G(Lock);
   if (auto K = LibraryKernels.find(Function); K != LibraryKernels.end()) {
@@ -289,7 +301,7 @@ DriverKernel Registry::driverKernel(CUfunction Function) const {
     D.Name = K->second.second;
     D.Image = Image->second;
     D.Function = F;
-    D.Handle = K->second.first;
+    D.DriverHandle = K->second.first;
     return D;
   }
   CUmodule Module = nullptr;
@@ -303,7 +315,7 @@ DriverKernel Registry::driverKernel(CUfunction Function) const {
   D.Name = Name;
   D.Image = Image->second;
   D.Function = Function;
-  D.Handle = Module;
+  D.DriverHandle = Module;
   return D;
 }
 

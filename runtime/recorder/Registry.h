@@ -43,12 +43,13 @@ struct IRModule {
   bool defines(const std::string &Kernel) const;
 };
 
-// A kernel of a module the application loaded through the driver API.
-struct DriverKernel {
-  std::string Name;
-  std::string_view Image; // the module's image as loaded (PTX, cubin or fatbinary)
-  CUfunction Function = nullptr; // for a library kernel, its function in this context
-  const void *Handle = nullptr;  // the CUmodule or CUlibrary it belongs to
+// The kernel a launch names, whichever API launched it.
+struct LaunchedKernel {
+  std::string Name;                   // mangled; empty when the launch is unknown here
+  void **Module = nullptr;            // a runtime-registered kernel's fatbinary handle
+  std::string_view Image;             // the image its code came from (PTX, cubin, fatbinary)
+  CUfunction Function = nullptr;      // a driver launch's function in this context
+  const void *DriverHandle = nullptr; // the CUmodule or CUlibrary of a driver launch
 };
 
 class Registry {
@@ -58,8 +59,9 @@ public:
   void addModuleImage(CUmodule Module, const void *Image);
   void addLibraryImage(CUlibrary Library, const void *Image);
   void addLibraryKernel(CUkernel Kernel, CUlibrary Library, const char *Name);
-  // What a driver launch names: a CUfunction of a loaded module, or a CUkernel.
-  DriverKernel driverKernel(CUfunction Function) const;
+  // What a launch names: a runtime host function, or (DriverApi) a
+  // CUfunction of a loaded module or a CUkernel.
+  LaunchedKernel launched(const void *Function, bool DriverApi) const;
   // A global of a module or library the application looked up.
   void addDriverGlobal(const void *Handle, const char *Name, uint64_t Address, uint64_t Size);
   std::vector<VariableSymbol> driverGlobals(const void *Handle) const;
@@ -86,6 +88,7 @@ public:
 
 private:
   void addImage(const void *Handle, const void *Image);
+  LaunchedKernel driverKernel(CUfunction Function) const;
 
   mutable std::mutex Lock;
   std::map<void **, std::string_view> Images;

@@ -87,21 +87,13 @@ Server::Kernel &Server::kernel(const LaunchRequest &R) {
   Kernel &K = It->second;
   if (!New)
     return K;
-  bool Known = false;
-  if (R.DriverApi) { // a function of a module the application loaded
-    DriverKernel D = registry().driverKernel(
-        reinterpret_cast<CUfunction>(const_cast<void *>(R.Function)));
-    Known = !D.Name.empty();
-    K.Name = D.Name;
-    K.Image = D.Image;
-    K.DriverApi = true;
-    K.DriverHandle = D.Handle;
-  } else if (const KernelSymbol *S = registry().kernel(R.Function)) {
-    Known = true;
-    K.Name = S->Name;
-    K.Module = S->Module;
-    K.Image = registry().image(K.Module);
-  }
+  LaunchedKernel L = registry().launched(R.Function, R.DriverApi);
+  bool Known = !L.Name.empty();
+  K.Name = L.Name;
+  K.Module = L.Module;
+  K.Image = L.Image;
+  K.DriverApi = R.DriverApi;
+  K.DriverHandle = L.DriverHandle;
   if (!Known)
     K.Name = "(unregistered kernel)";
   K.Demangled = Known ? demangle(K.Name) : K.Name;
