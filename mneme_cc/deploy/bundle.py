@@ -208,17 +208,15 @@ def write_bundle(path: Path, chosen: list[tuple[dict[str, Any], Any, Any]], arch
     entries = []
     for record, config, inst in chosen:
         kernel = inst.db.kernel(inst.static_hash)
-        image = None if kernel.has_ir else kernel.image()
-        if not kernel.has_ir and image is None:
-            raise UsageError(f"{inst.demangled}: neither IR nor the application's image was "
-                             "recorded to build a bundle from")
+        # Matched by its image without IR; run as it is for an `original` winner.
+        needs_image = not kernel.has_ir or config.baseline == "original"
+        image = kernel.image() if needs_image else None
+        if needs_image and image is None:
+            raise UsageError(f"{inst.demangled}: the application's image, which the bundle "
+                             "needs, was not recorded")
         arch = arch_of(record)
         if config.baseline == "original":  # machine code only: its image, in a new geometry
-            compiled = None
-            cubin = image if image is not None else kernel.image()
-            if cubin is None:
-                raise UsageError(f"{inst.demangled}: the winner runs the application's image, "
-                                 "which was not recorded")
+            compiled, cubin = None, image
         else:
             try:
                 compiled = compile_instance(inst, config, arch)

@@ -10,10 +10,8 @@ geometry searched (over block sizes that divide the recorded thread count).
 The first trial is the application's own settings (the `ir` baseline's
 configuration), so the sampler starts from what the build did.
 
-A kernel without IR gets what it carries (docs/any-kernel.md): with PTX,
-launch bounds, the register cap (ptxas's level too where the study may
-change numerics) and the block size; with a cubin only, the block size,
-run from the application's own image.
+A kernel without IR gets `AutoWithoutIR`, what it carries allows
+(docs/any-kernel.md); `auto_space` picks.
 """
 
 from __future__ import annotations
@@ -44,7 +42,6 @@ class Auto(SearchSpace):
         self.geometry = Geometry(instance, props)
         self.launch_agnostic = False
         kernel = instance.db.kernel(instance.static_hash)
-        self.provenance = kernel.provenance
         self.level = 3
         if kernel.has_ir:
             from mneme_cc.replay.compiling.numerics import codegen_of
@@ -66,21 +63,7 @@ class Auto(SearchSpace):
                                     grid=(grid, 1, 1))
         self.launch_agnostic = bool(evaluate(probe).verified)
 
-    def _ptxas_levels(self) -> bool:
-        """Whether ptxas's level is searched: for PTX only where numerics may
-        change (the level may contract what the PTX leaves unfused)."""
-        return self.provenance == "ir" or bool(self.run.get("verify") or self.changes_numerics)
-
     def dimensions(self) -> list[Dimension]:
-        if self.provenance != "ir":
-            dims = []
-            if self.provenance == "ptx":
-                dims += [*self.bounds.dimensions(),
-                         *([Int("ptxas_opt_level", 1, 3)] if self._ptxas_levels() else []),
-                         Categorical("max_registers", REGISTER_CAPS)]
-            if self.launch_agnostic:
-                dims.append(Categorical("block", self.block_sizes()))
-            return dims
         dims: list[Dimension] = [
             Categorical("pipeline", tuple(f"default<O{n}>" for n in (1, 2, 3))),
             *TuningOptions(self.instance, self.props).dimensions(),
@@ -104,12 +87,6 @@ class Auto(SearchSpace):
                      if threads % b == 0)
 
     def fields(self, params: dict[str, Any]) -> dict[str, Any]:
-        if self.provenance == "cubin":
-            return self.geometry.fields(params)
-        if self.provenance == "ptx":
-            return {"ptxas_opt_level": params.get("ptxas_opt_level", 3),
-                    "max_registers": params["max_registers"], **self.bounds.fields(params),
-                    **self.geometry.fields(params)}
         out = {"pipeline": params["pipeline"],
                "ptxas_opt_level": params["ptxas_opt_level"],
                "max_registers": params["max_registers"],
@@ -122,14 +99,6 @@ class Auto(SearchSpace):
 
     def initial_params(self) -> dict[str, Any]:
         """The application's own settings, as values of this space's parameters."""
-        if self.provenance != "ir":
-            params = {"max_registers": None, "launch_bounds": False} \
-                if self.provenance == "ptx" else {}
-            if self.provenance == "ptx" and self._ptxas_levels():
-                params["ptxas_opt_level"] = 3
-            if self.launch_agnostic:
-                params["block"] = self.instance.block[0]
-            return params
         params: dict[str, Any] = {"pipeline": f"default<O{self.level}>", "ptxas_opt_level": 3,
                                   "max_registers": None, "specialize_dims": False,
                                   "launch_bounds": False}
@@ -144,4 +113,48 @@ class Auto(SearchSpace):
         return params
 
 
+class AutoWithoutIR(Auto):
+    """`auto` for a kernel that carries PTX (launch bounds, the register cap,
+    ptxas's level where the study may change numerics, since the level may
+    contract what the PTX leaves unfused, and the block size) or a cubin
+    only (the block size, run from the application's image)."""
 
+    def __init__(self, instance, props):
+        super().__init__(instance, props)
+        self.has_ptx = instance.db.kernel(instance.static_hash).provenance == "ptx"
+
+    def _ptxas_levels(self) -> bool:
+        return self.has_ptx and bool(self.run.get("verify") or self.changes_numerics)
+
+    def dimensions(self) -> list[Dimension]:
+        dims: list[Dimension] = []
+        if self.has_ptx:
+            dims += [*self.bounds.dimensions(),
+                     *([Int("ptxas_opt_level", 1, 3)] if self._ptxas_levels() else []),
+                     Categorical("max_registers", REGISTER_CAPS)]
+        if self.launch_agnostic:
+            dims.append(Categorical("block", self.block_sizes()))
+        return dims
+
+    def fields(self, params: dict[str, Any]) -> dict[str, Any]:
+        out = self.geometry.fields(params)
+        if self.has_ptx:
+            out.update({"ptxas_opt_level": params.get("ptxas_opt_level", 3),
+                        "max_registers": params["max_registers"], **self.bounds.fields(params)})
+        return out
+
+    def initial_params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {}
+        if self.has_ptx:
+            params.update(max_registers=None, launch_bounds=False)
+        if self._ptxas_levels():
+            params["ptxas_opt_level"] = 3
+        if self.launch_agnostic:
+            params["block"] = self.instance.block[0]
+        return params
+
+
+def auto_space(instance, props) -> Auto:
+    """The `auto` space for what the instance's kernel carries."""
+    kernel = instance.db.kernel(instance.static_hash)
+    return (Auto if kernel.has_ir else AutoWithoutIR)(instance, props)

@@ -7,7 +7,7 @@ import importlib.util
 from pathlib import Path
 
 from mneme_cc.errors import UsageError
-from mneme_cc.tune.auto import Auto
+from mneme_cc.tune.auto import auto_space
 from mneme_cc.tune.properties import DeviceProperties
 from mneme_cc.tune.space import (
     Combined,
@@ -53,7 +53,7 @@ def load_space(spec: str, instance, props: DeviceProperties) -> SearchSpace:
             raise UsageError(f"--space {spec}: {path} has no SearchSpace subclass {name}")
         return cls(instance, props)
     if spec == "auto":
-        return Auto(instance, props)
+        return auto_space(instance, props)
     if spec not in PRESETS:
         raise UsageError(f"unknown space '{spec}': use one of auto, {', '.join(PRESETS)} or "
                          "path.py:Class")

@@ -10,7 +10,7 @@ from tune_doubles import H100
 
 from mneme_cc.errors import UsageError
 from mneme_cc.record.db import RecordDB
-from mneme_cc.tune.auto import Auto
+from mneme_cc.tune.auto import auto_space
 from mneme_cc.tune.presets import load_space
 
 
@@ -25,7 +25,7 @@ def test_a_kernel_with_ptx_tunes_ptxas_bounds_and_registers(tmp_path):
     (kernel,) = db.kernels
     assert kernel.provenance == "ptx" and kernel.ptx_image().arch == 90
     assert "carries PTX (compute_90), no IR" in kernel.replay_note
-    space = Auto(db.instances[0], H100)
+    space = auto_space(db.instances[0], H100)
     names = {d.name for d in space.dimensions()}
     assert names == {"launch_bounds", "min_blocks_per_sm", "max_registers"}
     config = space.derive(space.initial_params())
@@ -42,7 +42,7 @@ def test_a_kernel_with_machine_code_only_tunes_geometry_from_its_image(tmp_path)
     db = database(tmp_path, cubin_image())
     (kernel,) = db.kernels
     assert kernel.provenance == "cubin" and kernel.ptx_image() is None
-    space = Auto(db.instances[0], H100)
+    space = auto_space(db.instances[0], H100)
     assert space.dimensions() == []  # geometry only once calibrate() finds it verifies
     space.launch_agnostic = True
     assert [d.name for d in space.dimensions()] == ["block"]

@@ -105,18 +105,27 @@ def compile_kernel(bitcode: bytes, ir_hash: str, launch: KernelLaunch, config: R
     """Compiles (or finds in the cache) the kernel as config says, for arch,
     from the IR of a build with the code-generation options `codegen`."""
     assembler = assembler or default_assembler()
-    cache = Path(cache_dir) if cache_dir else default_cache_dir()
+
+    def build() -> CompiledKernel:
+        jit = compile_ptx(bitcode, launch, config, arch, codegen)
+        cubin = compile_cubin(jit.ptx, launch.name, config, arch, assembler.path)
+        return CompiledKernel(cubin.data, jit.ptx, cubin.resources,
+                              {**jit.seconds, "ptxas": cubin.seconds}, ir_text=jit.ir,
+                              assembler=assembler.name)
+
     key = cache_key(ir_hash, launch, config, arch, codegen, assembler.name)
-    entry = cache / key[:2] / key
+    return _through_cache(cache_dir, key, assembler, build)
+
+
+def _through_cache(cache_dir: Path | None, key: str, assembler: Assembler,
+                   build) -> CompiledKernel:
+    """The cache's entry for key, or build()'s result, stored there."""
+    entry = (Path(cache_dir) if cache_dir else default_cache_dir()) / key[:2] / key
     cached = _load(entry)
     if cached is not None:
         cached.assembler = assembler.name
         return cached
-    jit = compile_ptx(bitcode, launch, config, arch, codegen)
-    cubin = compile_cubin(jit.ptx, launch.name, config, arch, assembler.path)
-    seconds = {**jit.seconds, "ptxas": cubin.seconds}
-    compiled = CompiledKernel(cubin.data, jit.ptx, cubin.resources, seconds, ir_text=jit.ir,
-                              assembler=assembler.name)
+    compiled = build()
     _store(entry, compiled)
     return compiled
 
@@ -174,16 +183,13 @@ def compile_instance_ptx(inst: Instance, kernel, config: ReplayConfig, arch: str
                 "config": ptx_kernel.as_ptx_config(config).compile_fields(),
                 "versions": _toolchain_versions(), "assembler": assembler.name}
     key = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
-    entry = (Path(cache_dir) if cache_dir else default_cache_dir()) / key[:2] / key
-    cached = _load(entry)
-    if cached is not None:
-        cached.assembler = assembler.name
-        return cached
-    cubin = compile_cubin(ptx, inst.kernel_name, config, arch, assembler.path)
-    compiled = CompiledKernel(cubin.data, ptx, cubin.resources, {"ptxas": cubin.seconds},
+
+    def build() -> CompiledKernel:
+        cubin = compile_cubin(ptx, inst.kernel_name, config, arch, assembler.path)
+        return CompiledKernel(cubin.data, ptx, cubin.resources, {"ptxas": cubin.seconds},
                               ir_text="", assembler=assembler.name)
-    _store(entry, compiled)
-    return compiled
+
+    return _through_cache(cache_dir, key, assembler, build)
 
 
 def _digest(data: bytes) -> str:
