@@ -1,16 +1,28 @@
-"""Record overhead: wall time of an example recorded / run natively.
+"""Record overhead: what `mneme record` adds to an application's wall time.
 
-Runs the application natively and under `mneme record` (default options,
-a fresh database each time), alternating, and prints the median of each,
-their ratio, and the database's stored bytes / raw snapshot bytes.
+Four parts, each run alternately with native so that drift hits both sides:
 
-    python bench/record_overhead.py .carry/examples/cg --repeats 5
-    python bench/record_overhead.py .carry/examples/cg --repeats 5 -- 200 2000
+- the fixed start: `mneme record -- true` against `true` (the entry point,
+  the native launcher, the database, the preloaded recorder's start and end);
+- each application given: median wall time recorded (default options, a
+  fresh database each run) / native, its instances and snapshot bytes, and
+  where the recorder's time went (its `-v` summary); then the median and
+  worst ratio over them;
+- with `--sample` (bench/record_sample.cu, built by scripts/build-gpu-carry):
+  the cost of a launch that is not recorded (the slope over two launch counts,
+  once with a `--kernels` filter that drops every kernel, once past the
+  instance limit) and of a recorded instance (default against the filter
+  that drops all, per instance, with its bytes).
+
+    python bench/record_overhead.py .carry/examples/cg .carry/examples/nbody --repeats 5
+    python bench/record_overhead.py --suite .carry/examples --sample .carry/examples/record_sample
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -20,47 +32,121 @@ from pathlib import Path
 
 from mneme_cc.record.db import RecordDB
 
+#: Applications of the example suite and their arguments (examples/SUITE.md).
+SUITE = ["vector_add", "cg", "stencil3d", "tree_search", "atomic_sum", "big_shared", "multi_tu",
+         "reassociation", "fp_physics", "jacobi_norm", "nbody", "microphysics", "xs_lookup",
+         "floyd_warshall", "particle_filter", "histogram"]
+NONE = "--kernels=^$"  # a filter no kernel name matches
 
-def timed(cmd: list[str]) -> tuple[float, str]:
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    return time.perf_counter() - start, proc.stdout
+
+class Runner:
+    def __init__(self, scratch: Path):
+        self.scratch, self.serial = scratch, 0
+
+    def native(self, app: list[str]) -> tuple[float, str]:
+        start = time.perf_counter()
+        proc = subprocess.run(app, capture_output=True, text=True, check=True)
+        return time.perf_counter() - start, proc.stdout
+
+    def recorded(self, app: list[str], *flags: str) -> tuple[float, str, str, Path]:
+        self.serial += 1
+        db = self.scratch / f"db{self.serial}"
+        start = time.perf_counter()
+        proc = subprocess.run(["mneme", "record", "-rdb", str(db), *flags, "--", *app],
+                              capture_output=True, text=True, check=True)
+        return time.perf_counter() - start, proc.stdout, proc.stderr, db
+
+
+def alternate(runner: Runner, app: list[str], repeats: int, *flags: str):
+    """(native times, recorded times, the last recorded run's stderr and database)."""
+    runner.native(app)  # warm the driver and the file cache
+    native, recorded, last = [], [], ("", None)
+    for _ in range(repeats):
+        seconds, out_native = runner.native(app)
+        native.append(seconds)
+        if last[1] is not None:
+            shutil.rmtree(last[1])
+        seconds, out_recorded, err, db = runner.recorded(app, *flags)
+        recorded.append(seconds)
+        if out_native != out_recorded:
+            raise SystemExit(f"{app[0]}: the recorded run printed something else:\n"
+                             f"{out_native}\n{out_recorded}")
+        last = (err, db)
+    return native, recorded, *last
+
+
+def fixed_start(runner: Runner, repeats: int) -> None:
+    native, recorded, _, _ = alternate(runner, ["true"], repeats)
+    _, _, err, _ = runner.recorded(["true"], "-v")
+    cpu = re.search(r"([\d.]+) ms of CPU in mneme record", err)
+    print(f"fixed start: {1e3 * (statistics.median(recorded) - statistics.median(native)):.1f} ms "
+          f"(median of {repeats}; mneme record -- true against true; the entry point and "
+          f"launcher used {cpu.group(1) if cpu else '?'} ms of CPU)")
+
+
+def application(runner: Runner, app: list[str], repeats: int) -> float:
+    native, recorded, err, db = alternate(runner, app, repeats)
+    _, _, verbose, _ = runner.recorded(app, "-v")
+    rdb = RecordDB(db)
+    raw = sum(inst.raw_bytes for inst in rdb.instances)
+    stored = sum(f.stat().st_size for f in db.rglob("*") if f.is_file())
+    n, r = statistics.median(native), statistics.median(recorded)
+    where = re.search(r"recording took (.*)", verbose)
+    print(f"{Path(app[0]).name:16s} native {n:7.3f} s  recorded {r:7.3f} s  ratio {r / n:5.3f}  "
+          f"{len(rdb.instances):3d} instances  {raw / 2**20:8.1f} MiB raw  "
+          f"{stored / max(raw, 1):.3f} stored/raw")
+    if where:
+        print(f"{'':16s} {where.group(1)}")
+    return r / n
+
+
+def sample(runner: Runner, path: str, repeats: int, launches: tuple[int, int]) -> None:
+    """Per unrecorded launch and per recorded instance, from record_sample."""
+    def median_extra(count: int, *flags: str) -> tuple[float, int, int]:
+        native, recorded, _, db = alternate(runner, [path, str(count)], repeats, *flags)
+        rdb = RecordDB(db)
+        return (statistics.median(recorded) - statistics.median(native), len(rdb.instances),
+                sum(inst.raw_bytes for inst in rdb.instances))
+
+    for what, flags in (("a kernel the filter drops", (NONE,)),
+                        ("past the instance limit", ())):
+        (low, *_), (high, *_) = (median_extra(count, *flags) for count in launches)
+        per = (high - low) / (launches[1] - launches[0])
+        print(f"unrecorded launch, {what}: {per * 1e6:.2f} µs over native "
+              f"({launches[0]} and {launches[1]} launches)")
+    dropped, _, _ = median_extra(launches[0], NONE)
+    kept, instances, raw = median_extra(launches[0])
+    print(f"recorded instance: {(kept - dropped) / instances * 1e3:.2f} ms each "
+          f"({instances} instances, {raw / instances / 2**20:.1f} MiB raw each)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("app")
-    parser.add_argument("app_args", nargs="*")
+    parser.add_argument("apps", nargs="*", help="an application and its arguments, quoted")
+    parser.add_argument("--suite", metavar="DIR", help="every example of the suite in DIR")
+    parser.add_argument("--sample", metavar="PATH", help="bench/record_sample.cu, built")
+    parser.add_argument("--launches", default="50000,150000",
+                        help="the sample's two launch counts (default 50000,150000)")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--flags", default="", help="extra `mneme record` flags, one string")
     args = parser.parse_args()
-    app = [str(Path(args.app).resolve()), *args.app_args]
-
-    timed(app)  # warm the driver and the file cache
-    native, recorded, stored, raw = [], [], 0, 0
+    apps = [shlex.split(a) for a in args.apps]
+    if args.suite:
+        apps += [[str(Path(args.suite) / name)] for name in SUITE
+                 if (Path(args.suite) / name).is_file()]
     scratch = Path(tempfile.mkdtemp(prefix="mneme-bench-"))
-    for i in range(args.repeats):
-        seconds, out_native = timed(app)
-        native.append(seconds)
-        db = scratch / f"db{i}"
-        seconds, out_recorded = timed(["mneme", "record", "-rdb", str(db), *args.flags.split(),
-                                       "--", *app])
-        recorded.append(seconds)
-        if out_native != out_recorded:
-            raise SystemExit(f"the recorded run printed something else:\n{out_native}\n{out_recorded}")
-        rdb = RecordDB(db)
-        raw = max(1, sum(inst.raw_bytes for inst in rdb.instances))
-        stored = sum(f.stat().st_size for f in db.rglob("*") if f.is_file())
-        instances = len(rdb.instances)
-        shutil.rmtree(db)
-    shutil.rmtree(scratch)
-    n, r = statistics.median(native), statistics.median(recorded)
-    print(f"app: {' '.join(app)}  (mneme record {args.flags or 'with default options'})")
-    print(f"native   median {n:.3f} s  {[round(x, 3) for x in native]}")
-    print(f"recorded median {r:.3f} s  {[round(x, 3) for x in recorded]}")
-    print(f"overhead ratio (recorded / native): {r / n:.3f}")
-    print(f"instances: {instances}; raw snapshot bytes {raw / 2**20:.1f} MiB; database on disk "
-          f"{stored / 2**20:.1f} MiB; stored / raw = {stored / raw:.4f}")
+    try:
+        runner = Runner(scratch)
+        fixed_start(runner, max(args.repeats, 11))
+        ratios = [application(runner, [str(Path(a[0]).resolve()), *a[1:]], args.repeats)
+                  for a in apps]
+        if ratios:
+            print(f"over {len(ratios)} applications: median ratio "
+                  f"{statistics.median(ratios):.3f}, worst {max(ratios):.3f}")
+        if args.sample:
+            low, high = (int(x) for x in args.launches.split(","))
+            sample(runner, str(Path(args.sample).resolve()), args.repeats, (low, high))
+    finally:
+        shutil.rmtree(scratch)
 
 
 if __name__ == "__main__":

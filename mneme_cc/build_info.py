@@ -23,6 +23,12 @@ class BuildInfo(namedtuple("BuildInfo", _FIELDS, defaults=("",))):
 
     __slots__ = ()
 
+    @property
+    def launcher(self):
+        """`mneme record`'s native launcher (a Path), installed beside the recorder
+        under a fixed name (mneme_cc.cli.record_command finds it without this module)."""
+        return self.recorder.with_name("mneme-record") if self.recorder else None
+
     def describe(self) -> list[str]:
         """What `mneme --version` prints after the version: the parts built."""
         plugin = (f"pass plugin: built against LLVM {self.llvm_version} ({self.clang})"

@@ -2,7 +2,8 @@
 
 Every subcommand is the typer app's (`mneme_cc.cli.typer_app`): its options
 and help.  `mneme record` and `mneme run` wrap production runs, so a plain run
-of either is parsed without importing typer (record_command.py says why).
+of either skips typer: `mneme record` execs its native launcher at once, and
+`mneme run` parses its few options with argparse (their modules say why).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ def _asks_for_help(argv: list[str]) -> bool:
 
 
 def main() -> None:
-    # A plain `mneme record`/`mneme run` skips typer (its parse is record_command's);
-    # their help is typer's, as every command's.
+    # A plain `mneme record`/`mneme run` skips typer; their help is typer's, as
+    # every command's.
     if sys.argv[1:2] == ["record"] and not _asks_for_help(sys.argv[2:]):
         from mneme_cc.cli.record_command import main as record_main
 

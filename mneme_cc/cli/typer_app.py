@@ -97,10 +97,12 @@ def _record(
                                                "time went.")] = False,
 ) -> None:
     """Run APP with the recorder; selected kernel launches are stored in DIR."""
-    raise typer.Exit(record_command.execute(argparse.Namespace(
-        database=str(database), command=command or [], kernels=kernels, skip=skip,
-        max_instances=max_instances, vass=vass, va_base=va_base, ranks=ranks,
-        chunk_size=chunk_size, zstd_level=zstd_level, verbose=verbose)))
+    given = {"--kernels": kernels, "--vass": vass, "--va-base": va_base, "--ranks": ranks,
+             "--chunk-size": chunk_size, "--zstd-level": zstd_level}
+    argv = ["-rdb", str(database), "--skip", str(skip), "--max-instances", str(max_instances)]
+    argv += [f"{flag}={value}" for flag, value in given.items() if value is not None]
+    raise typer.Exit(record_command.run([*argv, *(["-v"] if verbose else []), "--",
+                                         *(command or [])]))
 
 
 @app.command("run", context_settings=_PASS_THROUGH)

@@ -10,10 +10,10 @@ Names are resolved on first use: `mneme record` starts without numpy.
 from __future__ import annotations
 
 __all__ = ["Instance", "MergeResult", "RecordDB", "RecordSettings", "RecordedKernel", "Region",
-           "Snapshot", "merge_databases", "parse_size", "run_recorded"]
+           "Snapshot", "merge_databases", "run_recorded"]
 
 _HOME = {"Instance": "db", "RecordDB": "db", "RecordedKernel": "db", "Region": "db",
-         "Snapshot": "db", "RecordSettings": "launcher", "parse_size": "launcher",
+         "Snapshot": "db", "RecordSettings": "launcher",
          "run_recorded": "launcher", "merge_databases": "merge", "MergeResult": "merge"}
 
 

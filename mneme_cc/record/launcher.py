@@ -1,49 +1,38 @@
-"""Running an application under the recorder (`mneme record`).
+"""Running an application with the native runtime preloaded.
 
 The recorder is the native library from runtime/recorder, preloaded ahead of
 the user's own LD_PRELOAD entries; it reads its settings from MNEME_*
-variables, which `RecordSettings.environment()` derives from the flags.
+variables, which `mneme record`'s native launcher (runtime/launcher) derives
+from its flags. `run_recorded` runs that launcher from Python; `mneme run`
+uses the rest to serve a bundle.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
-import re
 import shutil
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 from mneme_cc.build_info import build_info
 from mneme_cc.errors import ToolchainError, UsageError
 
-_SIZE = re.compile(r"^(\d+)\s*([kKmMgGtT]?)(i?B)?$")
-_RANKS = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
-
-
-def parse_size(text: str, what: str) -> int:
-    """'64G', '512M', '1048576' -> bytes."""
-    m = _SIZE.match(text.strip())
-    if not m:
-        raise UsageError(f"{what} '{text}' is not a size (e.g. 64G, 512M)")
-    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[m.group(2).lower()]
-    return int(m.group(1)) * scale
-
 
 def recorder_library() -> Path:
     lib = build_info().recorder
     if lib is None or not lib.exists():
-        raise ToolchainError("the recorder was not built (the CUDA toolkit was missing when "
-                             "mneme-cc was installed): install it and reinstall mneme-cc")
+        raise ToolchainError(_NOT_BUILT)
     return lib
 
 
+_NOT_BUILT = ("the recorder was not built (the CUDA toolkit was missing when mneme-cc was "
+              "installed): install it and reinstall mneme-cc")
+
+
 class RecordSettings:
-    """`mneme record`'s options. A plain class: `mneme record` is on the path
-    of every recorded run, and dataclasses would import `inspect` there."""
+    """`mneme record`'s options, for running it from Python; the native
+    launcher checks them (runtime/launcher/RecordOptions.cpp)."""
 
     def __init__(self, database: Path, kernels: str | None = None, skip: int = 0,
                  max_instances: int = 4, vass: int | None = None, va_base: int | None = None,
@@ -57,117 +46,30 @@ class RecordSettings:
     def __repr__(self) -> str:
         return f"RecordSettings({', '.join(f'{k}={v!r}' for k, v in vars(self).items())})"
 
-    def validate(self) -> None:
-        if self.kernels is not None:
-            from mneme_cc import _native
-
-            # The recorder's engine, not Python's: `(?i)x` is Python only.
-            error = _native.regex_error(self.kernels)
-            if error:
-                raise UsageError(f"--kernels '{self.kernels}' is not a regex the recorder "
-                                 f"reads (ECMAScript): {error}")
-        if self.skip < 0 or self.max_instances < 1:
-            raise UsageError("--skip must be >= 0 and --max-instances >= 1")
-        if self.ranks is not None and (not _RANKS.match(self.ranks) or any(
-                int(a) > int(b) for a, _, b in (r.partition("-") for r in self.ranks.split(","))
-                if b)):
-            raise UsageError(f"--ranks '{self.ranks}' is not a rank list (e.g. 0,2-3)")
-        if self.va_base is not None and (self.va_base <= 0 or self.va_base % (2 << 20)
-                                         or self.va_base >= 1 << 47):
-            raise UsageError(f"--va-base {self.va_base:#x} is not a user-space address that "
-                             "is a multiple of 2 MiB")
-        if self.vass is not None and not 0 < self.vass < 1 << 63:
-            raise UsageError(f"--vass {self.vass} is not a size of virtual address space "
-                             "(more than 0, less than 2^63 bytes)")
-        if self.zstd_level is not None and not 0 <= self.zstd_level <= 19:
-            raise UsageError(f"--zstd-level {self.zstd_level} is not a zstd level (0, raw, to 19)")
-        if self.chunk_size is not None and (self.chunk_size < 4096 or self.chunk_size % 8):
-            raise UsageError("--chunk-size must be a multiple of 8, at least 4096")
-
-    def prepare_database(self) -> None:
-        """Creates the directory and checks it is writable, before the app starts."""
-        try:
-            self.database.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UsageError(f"cannot create the record database {self.database}: "
-                             f"{exc.strerror}") from None
-        if not os.access(self.database, os.W_OK | os.X_OK):
-            raise UsageError(f"the record database {self.database} is not writable: "
-                             "choose another -rdb directory")
-        existing = self.database / "database.json"
-        if any(self.database.iterdir()) and not existing.exists():
-            raise UsageError(f"{self.database} is not empty and is not a record database: "
-                             "choose another -rdb directory")
-        # The database exists before the application starts, so it is readable
-        # from its first moment on (the recorder opens the same one).
-        from mneme_cc import _native
-
-        try:
-            _native.init_database(str(self.database))
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-
-    def environment(self, base: dict[str, str] | None = None) -> dict[str, str]:
-        env = with_runtime_preloaded(base)
-        env["MNEME_RDB"] = str(self.database.resolve())
-        values = {
-            "MNEME_KERNELS": self.kernels,
-            "MNEME_SKIP": self.skip,
-            "MNEME_MAX_INSTANCES": self.max_instances,
-            "MNEME_VASS": self.vass,
-            "MNEME_VA_BASE": hex(self.va_base) if self.va_base is not None else None,
-            "MNEME_RANKS": self.ranks,
-            "MNEME_CHUNK_SIZE": self.chunk_size,
-            "MNEME_ZSTD_LEVEL": self.zstd_level,
-            "MNEME_VERBOSE": "1" if self.verbose else None,
-        }
-        for name, value in values.items():
-            if value is not None:
-                env[name] = str(value)
-        return env
+    def arguments(self) -> list[str]:
+        """The launcher's command line for these settings (before `--`)."""
+        given = {"--kernels": self.kernels, "--vass": self.vass,
+                 "--va-base": hex(self.va_base) if self.va_base is not None else None,
+                 "--ranks": self.ranks, "--chunk-size": self.chunk_size,
+                 "--zstd-level": self.zstd_level}
+        argv = ["-rdb", str(self.database), "--skip", str(self.skip),
+                "--max-instances", str(self.max_instances)]
+        argv += [f"{flag}={value}" for flag, value in given.items() if value is not None]
+        return argv + (["-v"] if self.verbose else [])
 
 
 def run_recorded(settings: RecordSettings, command: list[str]) -> int:
-    """Runs command under the recorder; returns its exit status (128+N for signal N).
-    A run that adds no instance says why it may not have, on stderr."""
-    if not command:
-        raise UsageError("no application given: mneme record -rdb DIR -- APP [ARGS...]")
-    settings.validate()
-    env = settings.environment()
-    program = find_program(command[0], env)
-    settings.prepare_database()
-    before = _instance_count(settings.database)
-    if settings.verbose:  # the Python share of recording's fixed start
-        print(f"mneme: {time.process_time() * 1000:.0f} ms of CPU in mneme record (Python, its "
-              "imports, the checks) before the application starts", file=sys.stderr)
-    code = run_forwarding_signals(command, env, program)
-    if _instance_count(settings.database) == before:
-        print(f"mneme: warning: recorded no instance: {_why_nothing(program)}", file=sys.stderr)
-    return code
+    """Runs command under the recorder, as `mneme record` does; returns its
+    exit status (128+N for signal N).
 
-
-def _instance_count(database: Path) -> int:
-    return sum(1 for _ in (database / "index").glob("*.json"))
-
-
-def links_static_cuda_runtime(program: str) -> bool:
-    """True for a program that carries the static CUDA runtime (libcudart_static)
-    and loads no shared one: its launches never reach an interposed runtime."""
-    try:
-        with open(program, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return data.find(b"libcudart_static_") >= 0 and data.find(b"libcudart.so") < 0
-    except (OSError, ValueError):
-        return False
-
-
-def _why_nothing(program: str) -> str:
-    if links_static_cuda_runtime(program):
-        return (f"{program} links the CUDA runtime statically and none of its launches "
-                f"reached the recorder (it sees them through the driver's entry points, on "
-                f"x86-64 Linux); the shared runtime is interposed directly (mneme-nvcc and "
-                f"mneme-cxx link it; CMake: CUDA_RUNTIME_LIBRARY Shared; nvcc: -cudart shared)")
-    return ("no kernel launch reached the recorder (none was launched, none matched "
-            "--kernels, or --skip skipped them all)")
+    Raises:
+        ToolchainError: the recorder was not built.
+    """
+    launcher = build_info().launcher
+    if launcher is None or not launcher.exists():
+        raise ToolchainError(_NOT_BUILT)
+    # The launcher's own errors (a refused option, say) go to stderr, with status 2.
+    return subprocess.run([str(launcher), *settings.arguments(), "--", *command]).returncode
 
 
 def with_runtime_preloaded(base: dict[str, str] | None = None) -> dict[str, str]:

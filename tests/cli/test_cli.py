@@ -122,25 +122,36 @@ def test_cflags_make_plain_clang_builds_recordable(tmp_path):
     assert "libcudart.so" in run(["readelf", "-d", str(exe)]).stdout
 
 
-@pytest.mark.parametrize("name", ["record", "run"])
-def test_record_and_run_parse_their_options_as_typer_does(name):
-    """A plain `mneme record`/`mneme run` skips typer; both parses take the same options."""
+def _typer_flags(name: str) -> dict:
     import typer.main
 
-    from mneme_cc.cli import record_command, run_command
     from mneme_cc.cli.typer_app import app
 
-    fast = {opt: action for action in {"record": record_command, "run": run_command}[name]
-            .parser()._actions for opt in action.option_strings if opt not in ("-h", "--help")}
     command = typer.main.get_command(app).commands[name]
-    full = {opt: param for param in command.params
-            for opt in (*param.opts, *param.secondary_opts) if opt.startswith("-")}
-    full.pop("--help", None)
+    flags = {opt: param for param in command.params
+             for opt in (*param.opts, *param.secondary_opts) if opt.startswith("-")}
+    flags.pop("--help", None)
+    return flags
+
+
+def test_run_parses_its_options_as_typer_does():
+    """A plain `mneme run` skips typer; both parses take the same options."""
+    from mneme_cc.cli import run_command
+
+    fast = {opt: action for action in run_command.parser()._actions
+            for opt in action.option_strings if opt not in ("-h", "--help")}
+    full = _typer_flags("run")
     assert set(fast) == set(full)
     for opt, action in fast.items():
         default = full[opt].default
         assert action.default == getattr(default, "value", default), opt
         assert action.required == full[opt].required, opt
+
+
+def test_record_s_launcher_takes_typer_s_flags():
+    """A plain `mneme record` is its native launcher's parse; typer's the help."""
+    listed = run([str(build_info().launcher), "--list-flags"]).stdout.split()
+    assert set(listed) == set(_typer_flags("record"))
 
 
 def test_help_of_record_and_run_is_typer_s():

@@ -299,7 +299,12 @@ def test_ls_rejects_what_is_not_a_database(tmp_path):
     (["--ranks", "0,x"], "not a rank list"),
     (["--vass", "lots"], "not a size"),
     (["--va-base", "0x1234"], "that is a multiple of 2 MiB"),
-    (["--max-instances", "0"], "--max-instances >= 1"),
+    (["--max-instances", "0"], "--max-instances must be at least 1"),
+    (["--skip", "-1"], "--skip '-1' is not a whole number"),
+    (["--chunk-size", "100"], "is not a chunk size"),
+    (["--bogus"], "no option --bogus"),
+    (["--verbose=yes"], "--verbose takes no value"),
+    (["--kernels"], "--kernels needs a value"),
 ])
 def test_record_rejects_bad_flags(tmp_path, flags, message):
     proc = run(["mneme", "record", "-rdb", str(tmp_path / "db"), *flags, "--", "true"],
@@ -313,6 +318,7 @@ def test_record_rejects_bad_places_and_programs(tmp_path):
         (["-rdb", "/etc/passwd/db", "--", "true"], "cannot create the record database"),
         (["-rdb", str(tmp_path / "db"), "--", "no-such-program-here"], "no such program"),
         (["-rdb", str(tmp_path / "db")], "no application given"),
+        (["--", "true"], "no record database given"),
     ]
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "todo.txt").write_text("x")
@@ -340,6 +346,22 @@ def test_record_runs_any_program_unchanged(tmp_path):
     out = subprocess.run(["mneme", "record", "-rdb", str(db), "--", "sh", "-c",
                           "echo $LD_PRELOAD"], capture_output=True, text=True, env=env).stdout
     assert out.strip().endswith(":libm.so.6")
+
+
+def test_record_gives_the_recorder_the_command_line_s_settings(tmp_path):
+    """The flags become the recorder's MNEME_* variables; variables of those
+    names inherited from the caller do not leak into the recording, others pass."""
+    db = tmp_path / "db"
+    env = tool_env(MNEME_KERNELS="stale", MNEME_ZSTD_LEVEL="7", MNEME_OTHER="kept")
+    proc = subprocess.run(["mneme", "record", "-rdb", str(db), "--skip=2", "--va-base",
+                           "0x400000000000", "--chunk-size", "64K", "--ranks", "0,2-3", "-v",
+                           "sh", "-c", "env | grep ^MNEME_ | sort"],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(proc.stdout.split()) == [
+        "MNEME_CHUNK_SIZE=65536", "MNEME_MAX_INSTANCES=4", "MNEME_OTHER=kept",
+        "MNEME_RANKS=0,2-3", f"MNEME_RDB={db.resolve()}", "MNEME_SKIP=2",
+        "MNEME_VA_BASE=0x400000000000", "MNEME_VERBOSE=1"]
 
 
 def test_recorder_exports_only_cuda_entry_points():

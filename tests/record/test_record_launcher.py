@@ -1,6 +1,7 @@
 """`mneme record` says why a run recorded nothing, naming a program that links
 the static CUDA runtime when none of its launches reached the recorder, and
-with -v what its own start cost."""
+with -v what its own start cost; it runs the application from its native
+launcher, with no interpreter left in between."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import nvcc_path, run
 
-from mneme_cc.record.launcher import links_static_cuda_runtime
+from mneme_cc.build_info import build_info
+from mneme_cc.record import RecordSettings, run_recorded
 
 
 def test_a_run_that_records_nothing_says_so(tmp_path):
@@ -23,9 +25,24 @@ def test_verbose_says_what_mneme_record_s_own_start_cost(tmp_path):
     import re
 
     proc = run(["mneme", "record", "-v", "-rdb", str(tmp_path / "db"), "--", "true"])
-    m = re.search(r"mneme: (\d+) ms of CPU in mneme record \(Python, its imports, the "
-                  r"checks\) before the application starts", proc.stderr)
-    assert m and 0 < int(m.group(1)) < 10_000, proc.stderr
+    m = re.search(r"mneme: ([\d.]+) ms of CPU in mneme record \(its entry point, the "
+                  r"checks, the database\) before the application starts", proc.stderr)
+    assert m and 0 < float(m.group(1)) < 10_000, proc.stderr
+
+
+def test_the_application_is_the_launcher_s_child_and_no_python_stays(tmp_path):
+    """`mneme record` execs the native launcher: the application's parent is it."""
+    proc = run(["mneme", "record", "-rdb", str(tmp_path / "db"), "--", "sh", "-c",
+                "cat /proc/$PPID/comm; readlink /proc/$PPID/exe"])
+    comm, exe = proc.stdout.split()
+    assert comm == "mneme-record" and exe == str(build_info().launcher)
+
+
+def test_run_recorded_runs_the_launcher_from_python(tmp_path):
+    settings = RecordSettings(tmp_path / "db", kernels="add", vass=1 << 30, verbose=True)
+    assert settings.arguments()[-3:] == ["--kernels=add", "--vass=1073741824", "-v"]
+    assert run_recorded(settings, ["sh", "-c", "exit 5"]) == 5
+    assert (tmp_path / "db" / "database.json").is_file()
 
 
 def test_a_program_with_the_static_runtime_is_named(tmp_path):
@@ -38,7 +55,8 @@ def test_a_program_with_the_static_runtime_is_named(tmp_path):
     static, shared = tmp_path / "static", tmp_path / "shared"
     run([nvcc, "-arch=sm_90", str(source), "-o", str(static)])  # nvcc's default: static
     run(["mneme-nvcc", "-arch=sm_90", str(source), "-o", str(shared)])
-    assert links_static_cuda_runtime(str(static)) and not links_static_cuda_runtime(str(shared))
     proc = run(["mneme", "record", "-rdb", str(tmp_path / "db"), "--", str(static)])
     assert "links the CUDA runtime statically" in proc.stderr
     assert "CUDA_RUNTIME_LIBRARY Shared" in proc.stderr
+    proc = run(["mneme", "record", "-rdb", str(tmp_path / "db"), "--", str(shared)])
+    assert "recorded no instance" in proc.stderr and "statically" not in proc.stderr
