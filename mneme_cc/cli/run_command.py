@@ -1,9 +1,9 @@
 """`mneme run --tuned DIR [options] -- APP ARGS`: run an application with its
 tuned kernels served from a bundle.
 
-As `mneme record` (record_command.py): typer's options and help
-(typer_app.run), and a plain run parsed here with argparse, the same
-options, because its own start counts against the application's time.
+Typer's options and help (typer_app.run), and a plain run parsed here with
+argparse, the same options, because its own start counts against the
+application's time (tests/cli/test_cli.py checks the two agree).
 """
 
 from __future__ import annotations
