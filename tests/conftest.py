@@ -257,7 +257,7 @@ def example_binaries(tmp_path_factory) -> Path:
     for example in MATRIX_EXAMPLES:
         for cell in FLAG_MATRIX:
             build_matrix_cell(example, cell, build / "matrix")
-    for sample in ("managed", "launch_apis"):
+    for sample in ("managed", "launch_apis", "contraction"):
         run(["mneme-cxx", "-O2", str(SAMPLES / "record" / f"{sample}.cu"), "-o", str(build / sample)])
     return build
 

@@ -18,7 +18,11 @@ in any (mneme_cc.tune). Only `verified` and `nondeterministic` trials have a
 time, and only they can be best. A configuration that would change the
 build's numerics in a study that verifies bit for bit is not run at all: its
 trial is pruned and counted as `numerics_changing`; one the device cannot
-run (resources the baseline shows it needs) is pruned as `infeasible`.
+run (resources the baseline shows it needs) is pruned as `infeasible`. A
+trial that ran and failed, and whose failure the replay explains as a
+numerics change (the contraction probe: it fuses other multiply-adds than
+the build), is `numerics_changing` too: in a bitwise study,
+`failed_verification` is left to what computes something else.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ CANCELLED = "cancelled"
 OUTCOMES = (VERIFIED, NONDETERMINISTIC, FAILED_VERIFICATION, COMPILE_ERROR, INVALID_LAUNCH,
             RUNTIME_ERROR, TIMEOUT, COMPILE_TIMEOUT, CANCELLED)
 PASSED = (VERIFIED, NONDETERMINISTIC)
-NUMERICS_CHANGING = "numerics_changing"  # pruned, not run
+NUMERICS_CHANGING = "numerics_changing"  # pruned, or found so after it ran
 INFEASIBLE = "infeasible"  # pruned, not run
 
 # Driver errors that refuse a launch without harming the context.

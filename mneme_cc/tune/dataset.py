@@ -24,7 +24,7 @@ T4_INVALIDITY = {
     oc.VERIFIED: "correct", oc.NONDETERMINISTIC: "correct",
     oc.FAILED_VERIFICATION: "correctness", oc.COMPILE_ERROR: "compile",
     oc.COMPILE_TIMEOUT: "timeout", oc.INVALID_LAUNCH: "constraints",
-    oc.RUNTIME_ERROR: "runtime", oc.TIMEOUT: "timeout",
+    oc.RUNTIME_ERROR: "runtime", oc.TIMEOUT: "timeout", oc.NUMERICS_CHANGING: "correctness",
 }
 T4_VERSION = "1.0.0"
 

@@ -71,7 +71,10 @@ def _compile_main(conn, db_path: str, name: str, cache_dir: str | None) -> None:
 
 def _replay_to_dict(result) -> dict[str, Any]:
     r = result.resources
-    return {"outcome": result.outcome, "median_ms": result.median_ms,
+    # A failure the replay explains as a numerics change is that, not a miscompile.
+    outcome = oc.NUMERICS_CHANGING if result.outcome == oc.FAILED_VERIFICATION and \
+        result.numerics else result.outcome
+    return {"outcome": outcome, "median_ms": result.median_ms,
             "samples_ms": result.samples_ms, "registers": r.registers if r else None,
             "spill_bytes": (r.spill_stores + r.spill_loads) if r else None,
             "cubin_bytes": result.cubin_bytes or None, "occupancy": result.occupancy,

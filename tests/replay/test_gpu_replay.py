@@ -192,3 +192,27 @@ def test_the_device_comparer_counts_like_numpy(size, offset):
         for buffer in buffers:
             drv.cuMemFree(buffer)
         gpu.close()
+
+
+def test_a_failure_that_only_fuses_other_products_is_a_numerics_change(example_binaries,
+                                                                       tmp_path):
+    """tests/samples/record/contraction.cu: specialising `keep` fuses the
+    other product; the probe finds the two equal with contraction off and
+    says so. A planted miscompile in a pass list is no fusion: it stays a
+    failure to bisect."""
+    from mneme_cc.replay.judging import contraction_probe as probe
+
+    db_path = tmp_path / "db"
+    run(["mneme", "record", "-rdb", str(db_path), "--", str(example_binaries / "contraction")])
+    (inst,) = RecordDB(db_path).instances
+    quick = dict(iterations=2, warmup=0)
+    with Replayer(inst, cache_dir=tmp_path / "cache") as replayer:
+        assert replayer.replay(ReplayConfig(**quick)).verified
+        specialised = replayer.replay(ReplayConfig(specialize_args=(5,), **quick))
+        assert not specialised.verified and specialised.numerics == [probe.REASON]
+        assert specialised.failure.startswith("numerics-changing: fuses other multiply-adds")
+        planted = replayer.replay(ReplayConfig(
+            pipeline="sroa,early-cse,mneme-drop-store,instcombine", **quick))
+        assert not planted.verified and planted.numerics == []
+        assert "a miscompile" in planted.failure
+        assert replayer.replay(ReplayConfig(baseline="ir", **quick)).verified

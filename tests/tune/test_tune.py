@@ -727,3 +727,21 @@ def test_damaged_trial_lines_are_left_out_and_counted_everywhere(instance, tmp_p
         assert "3 damaged line(s) left out" in done.stderr
     done = run(["mneme", "report", "-rdb", str(instance.db.path)], check=False)
     assert "Traceback" not in done.stderr
+
+
+def test_a_failure_the_replay_explains_is_numerics_changing_not_a_miscompile():
+    """What a GPU worker reports: failed_verification only for what the replay
+    cannot explain as a numerics change."""
+    from mneme_cc.replay.judging import contraction_probe as probe
+    from mneme_cc.replay.judging.verify import Mismatch
+    from mneme_cc.replay.result import ReplayResult
+    from mneme_cc.tune.workers import _replay_to_dict
+
+    mismatch = Mismatch("allocation 0x10", 0x10, 3, [0, 1, 2])
+    explained = ReplayResult(ReplayConfig(specialize_args=(5,)), False, [mismatch], [0.1], None,
+                             numerics=[probe.REASON])
+    reply = _replay_to_dict(explained)
+    assert reply["outcome"] == oc.NUMERICS_CHANGING
+    assert reply["error"] == f"numerics-changing: {probe.REASON}"
+    unexplained = ReplayResult(ReplayConfig(), False, [mismatch], [0.1], None)
+    assert _replay_to_dict(unexplained)["outcome"] == oc.FAILED_VERIFICATION

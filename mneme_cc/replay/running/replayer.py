@@ -11,7 +11,9 @@ input. The first launch of a configuration is verified against the recorded
 epilogue and the very same binary is timed (LaunchTimer). A failed
 verification is checked once for nondeterminism
 (mneme_cc.replay.judging.nondeterminism), and every result says whether its
-configuration keeps the build's numerics (mneme_cc.replay.compiling.numerics).
+configuration keeps the build's numerics (mneme_cc.replay.compiling.numerics),
+a failure of one the rules cannot judge after a contraction probe
+(mneme_cc.replay.judging.contraction_probe).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.compiling.compiler import compile_instance
 from mneme_cc.replay.compiling.numerics import codegen_of, numerics_changes
 from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.replay.judging import contraction_probe as probe
 from mneme_cc.replay.judging import nondeterminism as nd
 from mneme_cc.replay.judging.gpu_compare import GpuComparer
 from mneme_cc.replay.judging.verify import Mismatch, Policy, compare, policies_for
@@ -70,6 +73,7 @@ class Replayer:
         self._comparer: GpuComparer | None = None
         self._types: dict[str, str] | None = None
         self._artifacts_checked: set[str] = set()
+        self._unfused_reference: dict[str, np.ndarray] | None = None  # contraction probe's
 
     # -- the session ---------------------------------------------------------
 
@@ -244,23 +248,31 @@ class Replayer:
 
     # -- nondeterminism ----------------------------------------------------------
 
+    def _outputs(self, config: ReplayConfig, runs: int = 1) -> list[dict[str, np.ndarray]]:
+        """Runs config `runs` times, each from the prologue at its geometry,
+        and reads back what the epilogue covers after each run."""
+        inst = self.instance
+        module, function, globals_, _ = self._load(config)
+        out: list[dict[str, np.ndarray]] = []
+        smem = inst.shared_mem_bytes if config.shared_mem_bytes is None else config.shared_mem_bytes
+        try:
+            self._allow_shared_memory(function, smem)
+            for _ in range(runs):
+                self.state.restore(globals_)
+                self._launch(function, config.grid or inst.grid, config.block or inst.block, smem)
+                self.device.synchronize("running a probe")
+                out.append({_buffer_name(r): r.data for r in self.state.output_regions(globals_)})
+                self._verify(globals_, ReplayConfig())  # puts back what must not change
+        finally:
+            module.unload()
+        return out
+
     def _probe(self) -> nd.Nondeterminism:
         """Runs the application's kernel (the IR at the recorded settings without
         its image) again from the prologue and compares the runs."""
         inst = self.instance
         reference = "original" if self.kernel.description.get("image") else "ir"
-        module, function, globals_, _ = self._load(ReplayConfig(baseline=reference))
-        runs: list[dict[str, np.ndarray]] = []
-        try:
-            self._allow_shared_memory(function, inst.shared_mem_bytes)
-            for _ in range(nd.RUNS):
-                self.state.restore(globals_)
-                self._launch(function, inst.grid, inst.block, inst.shared_mem_bytes)
-                self.device.synchronize("running the application's kernel")
-                runs.append({_buffer_name(r): r.data for r in self.state.output_regions(globals_)})
-                self._verify(globals_, ReplayConfig())  # puts back what must not change
-        finally:
-            module.unload()
+        runs = self._outputs(ReplayConfig(baseline=reference), nd.RUNS)
         buffers, unreproduced = [], []
         for region in inst.epilogue.regions:
             name = _buffer_name(region)
@@ -292,6 +304,27 @@ class Replayer:
         except OSError:
             pass  # a read-only database: the finding holds for this session
         return not self.nondeterminism.deterministic
+
+    def _numerics_found(self, config: ReplayConfig, failed: bool) -> list[str]:
+        """How config's numerics differ from the build's: the rules' answer, or
+        after a failure the contraction probe's where the rules cannot tell."""
+        declared = self._numerics_changes(config)
+        if not failed or not self.kernel.has_ir:
+            return declared
+        codegen = codegen_of(self.kernel)
+        if not probe.applies(config, codegen):
+            return declared
+        from mneme_cc.errors import MnemeError
+
+        try:
+            if self._unfused_reference is None:
+                (self._unfused_reference,) = self._outputs(probe.reference(codegen))
+            (unfused,) = self._outputs(probe.without_contraction(config))
+        except MnemeError:
+            return declared
+        if probe.same_outputs(unfused, self._unfused_reference):
+            return [probe.REASON]
+        return []  # what only may have changed the fusion did not: it computes something else
 
     # -- a replay ---------------------------------------------------------------
 
@@ -359,6 +392,7 @@ class Replayer:
                                 compiled.seconds if compiled else {},
                                 compiled.cache_hit if compiled else False,
                                 occupancy, limit, len(compiled.cubin) if compiled else 0, spent,
-                                compiled, self._numerics_changes(config), tolerated)
+                                compiled, self._numerics_found(config, bool(mismatches)),
+                                tolerated)
         finally:
             module.unload()
