@@ -98,7 +98,7 @@ std::string encodeDeviceModule(Module &M, StringRef OptLevel) {
   std::string Bitcode;
   {
     raw_string_ostream Out(Bitcode);
-    WriteBitcodeToFile(M, Out);
+    WriteBitcodeToFile(M, Out, /*ShouldPreserveUseListOrder=*/true);
   }
   for (Function *F : Stripped) {
     F->addFnAttr(Attribute::OptimizeNone);

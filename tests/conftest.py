@@ -206,11 +206,11 @@ def check_device_link(binary: Path) -> None:
 
 EXAMPLES = TESTS.parent / "examples"
 EXAMPLE_NAMES = ("vector_add", "cg", "stencil3d", "tree_search", "atomic_sum", "big_shared",
-                 "multi_tu", "fp_physics", "jacobi_norm")
+                 "multi_tu", "fp_physics", "jacobi_norm", "wave3d")
 
 #: The floating-point flag matrix: examples built with each cell's flags
 #: (after -O3) must replay with the application's numerics.
-MATRIX_EXAMPLES = ("fp_physics", "cg")
+MATRIX_EXAMPLES = ("fp_physics", "cg", "wave3d")
 FLAG_MATRIX = {
     "default": [],
     "contract-on": ["-ffp-contract=on"],
@@ -339,4 +339,5 @@ ARGS = {
     "multi_tu": ["10000"],
     "fp_physics": ["65536", "2"],
     "jacobi_norm": ["2048", "2"],
+    "wave3d": ["48", "4"],
 }

@@ -16,7 +16,7 @@ from mneme_cc.replay.running.replayer import Replayer
 
 pytestmark = pytest.mark.gpu
 
-MATRIX_ARGS = {"fp_physics": ["65536", "2"], "cg": ["12", "10"]}
+MATRIX_ARGS = {"fp_physics": ["65536", "2"], "cg": ["12", "10"], "wave3d": ["48", "4"]}
 JACOBI_ARGS = ["2048", "2"]
 
 

@@ -90,7 +90,10 @@ def fold_fma(ir_text: str) -> str:
     the build's IR had, and turns LLVM's own off (replay.llvm.llvm_binding), so that
     the flags `mark_contract` adds cannot make it fold more than the
     application's compile did."""
-    return _declare_intrinsics(irtext.map_bodies(ir_text, _fold_function), "fma")
+    folded = irtext.map_bodies(ir_text, _fold_function)
+    if folded != ir_text:  # new calls: the intrinsics' use counts changed
+        folded = re.sub(r"^uselistorder ptr @llvm\.fma\.f(?:32|64), .*\n", "", folded, flags=re.M)
+    return _declare_intrinsics(folded, "fma")
 
 
 def _fold_function(body: str) -> str:
@@ -103,6 +106,7 @@ def _fold_function(body: str) -> str:
     if not products:
         return body
     uses = irtext.use_counts(body)
+    folded: set[str] = set()
     for i, line in enumerate(lines):
         m = _BINARY.match(line or "")
         if not m or m.group(3) == "fmul" or "contract" not in _flags(m.group(4)):
@@ -130,7 +134,17 @@ def _fold_function(body: str) -> str:
                         f"{indent}{result} = {call}({ty} {negated}, {ty} {b}, {ty} {other})"
                         f"{metadata}")
         lines[at] = None  # the product folded into its one user
-    return "\n".join(line for line in lines if line is not None)
+        folded.add(chosen[1])
+    # The order of a folded product's uses goes with it; every other value
+    # keeps as many uses as before.
+    return "\n".join(line for line in lines if line is not None and not (
+        line.lstrip().startswith("uselistorder ") and _directive_value(line) in folded))
+
+
+def _directive_value(line: str) -> str:
+    """The value a `uselistorder <type> <value>, {...}` directive orders."""
+    head = line.split(", {")[0].split()
+    return head[-1] if head else ""
 
 
 def fuse_like_backend(ir_text: str) -> str:

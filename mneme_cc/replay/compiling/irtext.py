@@ -111,6 +111,16 @@ def declare(text: str, name: str, declaration: str) -> str:
     return text
 
 
+_USE_LIST_ORDER = re.compile(r"^\s*uselistorder(?:_bb)? [^\n]*\n", re.M)
+
+
+def drop_use_list_orders(text: str) -> str:
+    """The module without its `uselistorder` directives: for text whose edits
+    added or removed uses, which the directives' counts would no longer fit
+    (the order of uses is then LLVM's default, as after any such edit)."""
+    return _USE_LIST_ORDER.sub("", text)
+
+
 def strip_debug_info(text: str) -> str:
     """The module without debug information: debug records, `!dbg`
     attachments and the compile unit go; what they referred to is left
@@ -128,5 +138,7 @@ def strip_debug_info(text: str) -> str:
 
         text = re.sub(r"^(!\d+ = (?:distinct )?!)\{(.*)\}$", without_locations, text,
                       flags=re.M)
-    # Declarations of the debug intrinsics' older spelling lose their callers too.
+    # Declarations of the debug intrinsics' older spelling lose their callers
+    # too, and with them the order of those uses.
+    text = re.sub(r"^\s*uselistorder ptr @llvm\.dbg\.\w+, .*\n", "", text, flags=re.M)
     return re.sub(r"^\s*(?:tail )?call void @llvm\.dbg\.\w+\(.*\n", "", text, flags=re.M)

@@ -108,6 +108,8 @@ def specialize(text: str, launch: KernelLaunch, config: ReplayConfig) -> str:
         # (nsz: a reordered sum may differ in the sign of a zero). Module-wide,
         # like fast-math: the kernel's helpers are inlined into it.
         text = _REASSOCIABLE.sub(r"\1 reassoc nsz ", text)
+    if config.specialize_args or config.specialize_dims:  # values became constants
+        text = irtext.drop_use_list_orders(text)
     return text
 
 
@@ -168,7 +170,8 @@ def _optimize(llvm, module, machine, config, kernel: str):
     for name in pipeline.passes:
         if name in MUTATIONS:
             run_segment()
-            module = llvm.parse_assembly(MUTATIONS[name](str(module), kernel))
+            mutated = MUTATIONS[name](str(module), kernel)
+            module = llvm.parse_assembly(irtext.drop_use_list_orders(mutated))
         else:
             segment.append(name)
     run_segment()
@@ -195,7 +198,8 @@ def compile_ptx(bitcode: bytes, launch: KernelLaunch | None, config: ReplayConfi
     if launch is not None:
         text = specialize(text, launch, config)
     if mode == "off" and codegen.contract != "off":
-        text = contraction.strip_contract(text)  # what the front end makes under -ffp-contract=off
+        # What the front end makes under -ffp-contract=off (fmuladd split: new uses).
+        text = irtext.drop_use_list_orders(contraction.strip_contract(text))
     module = llvm.parse_assembly(text)
     module.verify()
     seconds["transform"] = time.perf_counter() - t
@@ -223,12 +227,14 @@ def compile_ptx(bitcode: bytes, launch: KernelLaunch | None, config: ReplayConfi
         if config.codegen_opt_level > 0:
             # NVPTX's IR peephole (off in llvm_binding), on the IR's own flags;
             # then the back end's -ffp-contract=fast, which llvmlite's target
-            # machine cannot take, as flags on every operation.
+            # machine cannot take, as flags on every operation. Both keep
+            # the order of every value's uses that remains (codegen visits
+            # uses in it).
             text = contraction.fold_fma(text)
             if mode == "fast":
                 text = contraction.mark_contract(text)
         else:
-            text = contraction.fuse_like_backend(text)
+            text = irtext.drop_use_list_orders(contraction.fuse_like_backend(text))
         module = llvm.parse_assembly(text)
     seconds["contract"] = time.perf_counter() - t
 

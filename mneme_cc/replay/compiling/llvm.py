@@ -13,14 +13,18 @@ from mneme_cc.replay.compiling.pipeline import Pipeline
 @functools.cache
 def llvm_binding():
     """llvmlite.binding with every target and asm printer ready (NVPTX among
-    them), with the LLVM option clang sets for every CUDA device compile and
-    NVPTX's FMA peephole off (replay runs it itself, contraction.fold_fma)."""
+    them), with the LLVM option clang sets for every CUDA device compile,
+    NVPTX's FMA peephole off (replay runs it itself, contraction.fold_fma),
+    and the order of each value's uses kept in the text form: passes visit
+    uses in that order, so the recorded order (the plugin writes it into the
+    bitcode) makes the pipeline see the module as clang's did."""
     import llvmlite.binding as llvm
 
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
     llvm.set_option("mneme", "-enable-memcpyopt-without-libcalls")
     llvm.set_option("mneme", "-disable-nvptx-ir-peephole")
+    llvm.set_option("mneme", "-preserve-ll-uselistorder")
     return llvm
 
 
