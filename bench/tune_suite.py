@@ -11,6 +11,11 @@ scripts/build-gpu-carry:
 
     python bench/tune_suite.py .carry/examples --budget 60 --space standard
     python bench/tune_suite.py .carry/examples --only nbody,cg --space auto
+
+With `--warm-start`, each main kernel is recorded twice (two instances):
+the first instance is tuned, then the second with warm start (from the
+first's study) and without, and the rows say how many trials each took to
+come within 2% of its own best (`trials_to_near_best`) and what each found.
 """
 
 from __future__ import annotations
@@ -66,6 +71,43 @@ def study(examples: Path, scratch: Path, name: str, args: list[str], kernel: str
             "best_ms": s["best_median_ms"], "time_spent": s["time_spent"]}
 
 
+def _tune(db: Path, rid: str, study_name: str, budget: float, space: str, *flags: str) -> dict:
+    out = subprocess.run(["mneme", "tune", "-rdb", str(db), "-rid", rid, "--study", study_name,
+                          "--space", space, "--trials", "100000", "--timeout", str(budget),
+                          "--json", *flags], capture_output=True, text=True)
+    if not out.stdout.strip():
+        raise RuntimeError(out.stderr.strip().splitlines()[-1:])
+    return json.loads(out.stdout)
+
+
+def warm_start_check(examples: Path, scratch: Path, name: str, args: list[str], kernel: str,
+                     budget: float, space: str) -> dict:
+    """Trials to within 2% of the best for a second instance, with and without warm start."""
+    from mneme_cc.record import RecordDB
+
+    db = scratch / f"warm-{name}"
+    subprocess.run(["mneme", "record", "-rdb", str(db), "--kernels", kernel,
+                    "--max-instances", "2", "--", str(examples / name), *args],
+                   check=True, capture_output=True)
+    by_kernel: dict[str, list] = {}
+    for inst in RecordDB(db).instances:
+        by_kernel.setdefault(inst.kernel_name, []).append(inst)
+    pairs = [v for v in by_kernel.values() if len(v) >= 2]
+    if not pairs:
+        return {"app": name, "error": "fewer than two instances of the main kernel"}
+    first, second = max(pairs, key=lambda v: v[0].in_app_ms or 0.0)[:2]
+    try:
+        _tune(db, first.name, "first", budget, space, "--no-warm-start")
+        warm = _tune(db, second.name, "warm", budget, space)
+        cold = _tune(db, second.name, "cold", budget, space, "--no-warm-start")
+    except RuntimeError as exc:
+        return {"app": name, "error": str(exc)}
+    return {"app": name, "kernel": warm["kernel"], "seeds": len(warm["warm_start"]),
+            "warm_trials_to_near_best": warm["trials_to_near_best"],
+            "cold_trials_to_near_best": cold["trials_to_near_best"],
+            "warm_speedup": warm["speedup"], "cold_speedup": cold["speedup"]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("examples", type=Path)
@@ -73,15 +115,28 @@ def main() -> None:
     parser.add_argument("--space", default="standard")
     parser.add_argument("--only", help="comma list of suite applications")
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--warm-start", action="store_true",
+                        help="measure what warm start saves instead (two instances each)")
     a = parser.parse_args()
     wanted = set(a.only.split(",")) if a.only else None
     rows = []
+    measure = warm_start_check if a.warm_start else study
     with tempfile.TemporaryDirectory(prefix="mneme-suite-") as scratch:
         for name, args, kernel in SUITE:
             if wanted is None or name in wanted:
-                rows.append(study(a.examples, Path(scratch), name, args, kernel, a.budget,
-                                  a.space))
+                rows.append(measure(a.examples, Path(scratch), name, args, kernel, a.budget,
+                                    a.space))
                 print(json.dumps(rows[-1]), flush=True)
+    if a.warm_start:
+        done = [r for r in rows if r.get("warm_trials_to_near_best")]
+        if done:
+            saved = sorted(r["cold_trials_to_near_best"] - r["warm_trials_to_near_best"]
+                           for r in done)
+            print(f"warm start, budget {a.budget:g} s: trials to within 2% of the best saved, "
+                  f"median {saved[len(saved) // 2]} over {len(done)} kernels ({saved})")
+        if a.json:
+            a.json.write_text(json.dumps(rows, indent=2))
+        return
     good = [r for r in rows if r.get("speedup")]
     if good:
         geomean = math.exp(sum(math.log(r["speedup"]) for r in good) / len(good))

@@ -70,6 +70,10 @@ def tune(
         help="Also run configurations that change the build's floating-point numerics "
              "(O0 pipelines, fp_contract, reassociation); a bitwise study leaves them out.")]
     = False,
+    warm_start: Annotated[bool, typer.Option(
+        "--warm-start/--no-warm-start",
+        help="First try the best configurations of the kernel's other instances and of "
+             "kernels with similar IR tuned in this database.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summaries as JSON.")] = False,
 ) -> None:
     """Search configurations of recorded instances; keep the best verified one."""
@@ -96,7 +100,8 @@ def tune(
             trial_timeout=trial_timeout, compile_timeout=compile_timeout,
             iterations=iterations, warmup=warmup, storage=storage,
             study_name=study, resume=resume, seed=seed, out_dir=out,
-            verify=policies_file(verify), allow_numerics_change=allow_numerics_change)
+            verify=policies_file(verify), allow_numerics_change=allow_numerics_change,
+            warm_start=warm_start)
         summaries.append(_tune_one(inst, settings, Tuner, interactive))
     if not interactive:
         print(json.dumps(summaries if len(summaries) > 1 else summaries[0], indent=2))

@@ -32,6 +32,8 @@ class TuneSettings:
     verify: dict[str, Any] = field(default_factory=dict)
     # Run configurations that change the build's numerics in a bitwise study too.
     allow_numerics_change: bool = False
+    # A new study first tries what won in related studies (mneme_cc.tune.warm_start).
+    warm_start: bool = True
 
 
 #: Timed launches per trial when the study is not told: enough to cover

@@ -22,12 +22,11 @@ from typing import Any
 
 from mneme_cc.errors import UsageError
 from mneme_cc.replay import outcome as oc
-from mneme_cc.replay.compiling import ptx_kernel
 from mneme_cc.replay.compiling.compiler import application_assembler
-from mneme_cc.replay.compiling.numerics import codegen_of, for_bitwise_study
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.tune import need_optuna, neighbours
+from mneme_cc.tune import need_optuna, neighbours, warm_start
 from mneme_cc.tune import verdict as verdicts
+from mneme_cc.tune.bitwise import keep_numerics
 from mneme_cc.tune.executor import ReplayExecutor, TrialResult
 from mneme_cc.tune.exhaustive import is_queued, queue_combinations
 from mneme_cc.tune.feasibility import FaultingGeometries, Need, infeasible
@@ -94,6 +93,8 @@ class Tuner:
         self.waiting: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
         self.baseline: TrialResult | None = None
         self.best: TrialResult | None = None
+        self.warm_started: list[dict[str, Any]] = []  # what warm start enqueued
+        self.passed: list[tuple[int, float]] = []  # (trial number, first objective), this process
         self.started = time.perf_counter()
         self.restarts = 0
         self._reported = 0.0  # when summary.json and best.json were last written
@@ -131,6 +132,8 @@ class Tuner:
             self.best = result
         if result.verified and not duplicate and self.local:
             self.local.found(self.values(result)[0], params)
+        if result.verified:
+            self.passed.append((trial.number, self.values(result)[0]))
         self.counts[result.outcome] += 1
         if not duplicate:
             self.distinct[result.outcome] += 1
@@ -167,6 +170,8 @@ class Tuner:
             "best_median_ms": self.best.median_ms if self.best else None,
             **verdicts.against_application(self.baseline, self.best),
             "worker_restarts": self.restarts,
+            "warm_start": self.warm_started,
+            "trials_to_near_best": warm_start.trials_to_near_best(self.passed),
             "time_spent": dict(sorted(self.time_spent.items())),
             "storage": self.storage_name,
             "device": self.props.to_dict(), "output": str(self.out),
@@ -232,9 +237,8 @@ class Tuner:
                 self.baseline = self._within_deadline(ex, self.space.baseline())
             self.need = self._need(ex)
             self.space.calibrate(lambda config: self._within_deadline(ex, config))
-            first = self.space.initial_params()
-            if first is not None and s.sampler != "exhaustive" and not self.study.trials:
-                self.study.enqueue_trial(first)
+            if s.sampler != "exhaustive" and not self.study.trials:
+                self._enqueue_first()
             self.time_spent["baselines"] = time.perf_counter() - begun \
                 - self.time_spent["startup"]
             self.started = time.perf_counter()
@@ -248,6 +252,15 @@ class Tuner:
         self._adopt_study_best()
         self._write_reports()
         return self.summary()
+
+    def _enqueue_first(self) -> None:
+        """A new study's first trials: the application's settings, then warm start's."""
+        first = self.space.initial_params()
+        if first is not None:
+            self.study.enqueue_trial(first)
+        if self.settings.warm_start:
+            self.warm_started = warm_start.enqueue(self.study, self.name, self.instance,
+                                                   self.space)
 
     def _past_deadline(self) -> bool:
         return self.deadline is not None and time.perf_counter() >= self.deadline
@@ -370,14 +383,8 @@ class Tuner:
                 self._tell(other, other_params, result, duplicate=True)
 
     def _keep_numerics(self, config: ReplayConfig) -> tuple[ReplayConfig, str | None]:
-        """A bitwise study keeps the build's numerics (pinning contraction if that suffices)."""
         kernel = self.instance.db.kernel(self.instance.static_hash)
-        if self.settings.allow_numerics_change or config.verify:
-            return config, None
-        if not kernel.has_ir:  # PTX: only ptxas's level may change the rounding
-            changes = [] if config.baseline else ptx_kernel.numerics_changes(config)
-            return config, "numerics-changing: " + "; ".join(changes) if changes else None
-        return for_bitwise_study(config, codegen_of(kernel))
+        return keep_numerics(config, kernel, self.settings.allow_numerics_change)
 
     def _adopt_study_best(self) -> None:
         """With several processes on one study, the best may be another's."""
