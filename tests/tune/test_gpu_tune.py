@@ -142,3 +142,32 @@ def test_two_tune_processes_share_one_study_on_an_rdb(example_binaries, tmp_path
     assert_one_study(storage, "shared", 40, 2, [db / "tune" / "shared" / "trials.jsonl"])
     # Both report the study's best, whichever process found it.
     assert summaries[0]["best_median_ms"] == summaries[1]["best_median_ms"]
+
+
+def test_the_cluster_recipe_runs_one_study_over_two_array_tasks(example_binaries, tmp_path):
+    """examples/cluster/tune-array.sbatch as two array tasks on one node: the
+    study created first with Optuna's CLI, both tasks join it through one
+    storage and finish it together (docs/cluster.md)."""
+    import subprocess
+    import sys
+
+    from tune_doubles import assert_one_study
+
+    db = record(example_binaries / "vector_add", tmp_path / "db")
+    (inst,) = RecordDB(db).instances
+    storage = f"sqlite:///{tmp_path / 'shared.db'}"
+    run([sys.executable, "-c", "import sys; from optuna.cli import main; sys.exit(main())",
+         "create-study", "--storage", storage, "--study-name", "shared",
+         "--direction", "minimize"])
+    env = tool_env(RDB=str(db), STORAGE=storage, STUDY="shared", TIMEOUT="300", TRIALS="40",
+                   MNEME_CACHE_DIR=str(tmp_path / "cache"),
+                   MNEME_TUNE_OPTIONS="--space standard --sampler random --iterations 5 "
+                                      "--workers 4 --json")
+    script = Path(__file__).parents[2] / "examples" / "cluster" / "tune-array.sbatch"
+    tasks = [subprocess.Popen(["bash", str(script), inst.name], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for task in tasks:
+        out, err = task.communicate(timeout=400)
+        assert task.returncode == 0, err
+        assert json.loads(out)["trials"] > 0
+    assert_one_study(storage, "shared", 40, 2, [db / "tune" / "shared" / "trials.jsonl"])
