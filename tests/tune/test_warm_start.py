@@ -7,7 +7,6 @@ import json
 from collections import Counter
 
 import pytest
-
 from tune_doubles import H100, FakeExecutor
 
 from mneme_cc.tune import warm_start
