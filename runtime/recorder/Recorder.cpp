@@ -60,6 +60,13 @@ Recorder &Recorder::get() {
 bool Recorder::start() {
   if (State != Mode::Unstarted)
     return State == Mode::Recording;
+  double T0 = now();
+  bool Started = begin();
+  StartSeconds = now() - T0;
+  return Started;
+}
+
+bool Recorder::begin() {
   State = Mode::PassThrough;
   const Options &O = options();
   if (O.Database.empty() || !O.recordsThisRank())
@@ -120,7 +127,10 @@ bool Recorder::start() {
 bool Recorder::openWindow() {
   const Options &O = options();
   std::string Error;
-  if (Window.open(O.VABase, O.VASize, O.VABaseGiven, Error)) {
+  double T0 = now();
+  bool Opened = Window.open(O.VABase, O.VASize, O.VABaseGiven, Error);
+  WindowSeconds += now() - T0;
+  if (Opened) {
     WindowFailed = false;
     if (Window.base() != O.VABase)
       report("the VA window is at " + hex64(Window.base()) + " (the base asked for was taken)");
@@ -234,18 +244,24 @@ std::vector<std::string> Recorder::replayBlockers(const KernelState &K, const st
 
 cudaError_t Recorder::launch(const LaunchRequest &R) {
   Inside Busy;
+  double T0 = now();
   std::unique_lock<std::mutex> G(Lock);
   if (!start() || Instances.failed()) {
     G.unlock();
     return R.Launch();
   }
+  // A launch that is not recorded: what deciding so cost, for --verbose.
+  auto PassOn = [&] {
+    ++PassedOn;
+    PassOnSeconds += now() - T0;
+    G.unlock();
+    return R.Launch();
+  };
   drainFrees();
   KernelState &K = kernelState(R);
   const Options &O = options();
-  if (!K.Selected || ++K.Launches <= O.Skip || K.Recorded >= O.MaxInstances) {
-    G.unlock();
-    return R.Launch();
-  }
+  if (!K.Selected || ++K.Launches <= O.Skip || K.Recorded >= O.MaxInstances)
+    return PassOn();
   resolveParams(K);
   std::string Args = packArgs(K, R.Args);
   // Dynamic identity: the launch shape and the argument bytes (and the
@@ -260,15 +276,11 @@ cudaError_t Recorder::launch(const LaunchRequest &R) {
   if (O.Rank >= 0)
     H.add(static_cast<uint64_t>(O.Rank));
   std::string Dynamic = H.hex();
-  if (!K.Seen.insert(Dynamic).second) {
-    G.unlock();
-    return R.Launch();
-  }
+  if (!K.Seen.insert(Dynamic).second)
+    return PassOn();
   // Claim the instance: one process records it, others launch as usual.
-  if (!Instances.claim(K.StaticHash, Dynamic)) {
-    G.unlock();
-    return R.Launch();
-  }
+  if (!Instances.claim(K.StaticHash, Dynamic))
+    return PassOn();
   cudaError_t Result = record(K, R, Args, Dynamic);
   return Result;
 }
@@ -369,6 +381,13 @@ void Recorder::finish() {
                   "host in %llu runs, %.3f s queueing, %.3f s waiting for the writer at exit",
                   S.HashSeconds, S.CopySeconds, S.CopiedBytes / 1048576.0,
                   static_cast<unsigned long long>(S.CopyRuns), SubmitSeconds, Wait);
+    report(Line);
+    std::snprintf(Line, sizeof Line,
+                  "the recorder's start took %.1f ms (%.1f ms reserving the VA window); %llu "
+                  "launch(es) passed on unrecorded, %.2f us each to decide",
+                  StartSeconds * 1e3, WindowSeconds * 1e3,
+                  static_cast<unsigned long long>(PassedOn),
+                  PassedOn ? PassOnSeconds / PassedOn * 1e6 : 0.0);
     report(Line);
   }
 }

@@ -54,6 +54,7 @@ public:
 
 private:
   bool start(); // lazily, under Lock; false: pass everything through
+  bool begin(); // start()'s work, timed by it
   bool openWindow();
   KernelState &kernelState(const LaunchRequest &R);
   void resolveParams(KernelState &K);
@@ -79,7 +80,10 @@ private:
   std::map<uint64_t, uint64_t> Outside; // allocations served outside the window
   std::map<uint64_t, uint64_t> Managed;
   uint64_t InstancesQueued = 0;
-  double SubmitSeconds = 0; // queueing instances (reported with --verbose)
+  // Where the time went, reported with --verbose: queueing instances, the
+  // start (the VA window's reservation among it), deciding not to record.
+  double SubmitSeconds = 0, StartSeconds = 0, WindowSeconds = 0, PassOnSeconds = 0;
+  uint64_t PassedOn = 0;
 
   // Stream-ordered frees land here from a host callback, which must not
   // take Lock (it runs while the host thread may wait on the device).
