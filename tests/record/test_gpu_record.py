@@ -323,9 +323,18 @@ def test_other_launch_and_allocation_apis(example_binaries, tmp_path):
 
 
 def test_selection_and_listing(example_binaries, tmp_path):
+    import re
+
     db_path = tmp_path / "db"
-    record(example_binaries, "cg", db_path, "--kernels", "^axpy|sum_partials",
-           "--skip", "2", "--max-instances", "1")
+    _, recorded = record(example_binaries, "cg", db_path, "--kernels", "^axpy|sum_partials",
+                         "--skip", "2", "--max-instances", "1", "-v")
+    # -v: where the fixed start went, and what the launches not recorded cost.
+    start = re.search(r"the recorder's start took ([\d.]+) ms \(([\d.]+) ms reserving the VA "
+                      r"window\); (\d+) launch\(es\) passed on unrecorded, ([\d.]+) us each",
+                      recorded.stderr)
+    assert start, recorded.stderr
+    assert float(start[1]) >= float(start[2]) > 0 and int(start[3]) > 2
+    assert "ms of CPU in mneme record" in recorded.stderr
     db = RecordDB(db_path)
     names = sorted(k.demangled.split("(")[0] for k in db.kernels)
     assert names == ["axpy", "sum_partials"]
