@@ -42,20 +42,34 @@ SUITE = [
 REFUSALS = ("compile_error", "invalid_launch")
 
 
+def _record(examples: Path, db: Path, name: str, args: list[str], kernel: str,
+            instances: int) -> None:
+    subprocess.run(["mneme", "record", "-rdb", str(db), "--kernels", kernel, "--max-instances",
+                    str(instances), "--", str(examples / name), *args],
+                   check=True, capture_output=True)
+
+
+def _tune(db: Path, budget: float, space: str, *flags: str):
+    """`mneme tune`'s JSON summary (a list for several instances); RuntimeError
+    with its last line of stderr when it printed none."""
+    out = subprocess.run(["mneme", "tune", "-rdb", str(db), "--space", space, "--trials",
+                          "100000", "--timeout", str(budget), "--json", *flags],
+                         capture_output=True, text=True)
+    if not out.stdout.strip():
+        raise RuntimeError(out.stderr.strip().splitlines()[-1:])
+    return json.loads(out.stdout)
+
+
 def study(examples: Path, scratch: Path, name: str, args: list[str], kernel: str,
           budget: float, space: str) -> dict:
     db = scratch / f"db-{name}"
-    subprocess.run(["mneme", "record", "-rdb", str(db), "--kernels", kernel,
-                    "--max-instances", "1", "--", str(examples / name), *args],
-                   check=True, capture_output=True)
+    _record(examples, db, name, args, kernel, 1)
     started = time.perf_counter()
-    out = subprocess.run(["mneme", "tune", "-rdb", str(db), "--space", space, "--trials",
-                          "100000", "--timeout", str(budget), "--json"],
-                         capture_output=True, text=True)
+    try:
+        s = _tune(db, budget, space)
+    except RuntimeError as exc:
+        return {"app": name, "error": str(exc)}
     wall = time.perf_counter() - started
-    if not out.stdout.strip():
-        return {"app": name, "error": out.stderr.strip().splitlines()[-1:]}
-    s = json.loads(out.stdout)
     if isinstance(s, list):  # the regex matched several kernels: the slowest is the main one
         s = max(s, key=lambda x: (x["baseline"] or {}).get("median_ms") or 0.0)
     ran = sum(v for k, v in s["outcomes"].items() if k not in ("numerics_changing",
@@ -71,24 +85,13 @@ def study(examples: Path, scratch: Path, name: str, args: list[str], kernel: str
             "best_ms": s["best_median_ms"], "time_spent": s["time_spent"]}
 
 
-def _tune(db: Path, rid: str, study_name: str, budget: float, space: str, *flags: str) -> dict:
-    out = subprocess.run(["mneme", "tune", "-rdb", str(db), "-rid", rid, "--study", study_name,
-                          "--space", space, "--trials", "100000", "--timeout", str(budget),
-                          "--json", *flags], capture_output=True, text=True)
-    if not out.stdout.strip():
-        raise RuntimeError(out.stderr.strip().splitlines()[-1:])
-    return json.loads(out.stdout)
-
-
 def warm_start_check(examples: Path, scratch: Path, name: str, args: list[str], kernel: str,
                      budget: float, space: str) -> dict:
     """Trials to within 2% of the best for a second instance, with and without warm start."""
     from mneme_cc.record import RecordDB
 
     db = scratch / f"warm-{name}"
-    subprocess.run(["mneme", "record", "-rdb", str(db), "--kernels", kernel,
-                    "--max-instances", "2", "--", str(examples / name), *args],
-                   check=True, capture_output=True)
+    _record(examples, db, name, args, kernel, 2)
     by_kernel: dict[str, list] = {}
     for inst in RecordDB(db).instances:
         by_kernel.setdefault(inst.kernel_name, []).append(inst)
@@ -97,9 +100,10 @@ def warm_start_check(examples: Path, scratch: Path, name: str, args: list[str], 
         return {"app": name, "error": "fewer than two instances of the main kernel"}
     first, second = max(pairs, key=lambda v: v[0].in_app_ms or 0.0)[:2]
     try:
-        _tune(db, first.name, "first", budget, space, "--no-warm-start")
-        warm = _tune(db, second.name, "warm", budget, space)
-        cold = _tune(db, second.name, "cold", budget, space, "--no-warm-start")
+        _tune(db, budget, space, "-rid", first.name, "--study", "first", "--no-warm-start")
+        warm = _tune(db, budget, space, "-rid", second.name, "--study", "warm")
+        cold = _tune(db, budget, space, "-rid", second.name, "--study", "cold",
+                     "--no-warm-start")
     except RuntimeError as exc:
         return {"app": name, "error": str(exc)}
     return {"app": name, "kernel": warm["kernel"], "seeds": len(warm["warm_start"]),

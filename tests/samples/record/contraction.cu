@@ -5,18 +5,17 @@
 // and fuses p: other roundings from a configuration the rules cannot judge
 // in advance (mneme_cc.replay.judging.contraction_probe).
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include <cuda_runtime.h>
 
-#define CHECK(call)                                                            \
-  do {                                                                         \
-    cudaError_t e_ = (call);                                                   \
-    if (e_ != cudaSuccess) {                                                   \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      return 1;                                                                \
-    }                                                                          \
-  } while (0)
+static void check(cudaError_t e) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "contraction: %s\n", cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
 
 __global__ void pair(const float *x, const float *y, const float *z, float *out, float *extra,
                      int keep, int n) {
@@ -35,16 +34,16 @@ int main() {
   for (int i = 0; i < 3 * n; ++i)
     h[i] = 1.0f / float(i % 997 + 3) - 0.25f; // inexact, both signs
   float *d;
-  CHECK(cudaMalloc(&d, 5 * n * sizeof(float)));
-  CHECK(cudaMemcpy(d, h.data(), 3 * n * sizeof(float), cudaMemcpyHostToDevice));
-  CHECK(cudaMemset(d + 3 * n, 0, 2 * n * sizeof(float)));
+  check(cudaMalloc(&d, 5 * n * sizeof(float)));
+  check(cudaMemcpy(d, h.data(), 3 * n * sizeof(float), cudaMemcpyHostToDevice));
+  check(cudaMemset(d + 3 * n, 0, 2 * n * sizeof(float)));
   pair<<<n / 256, 256>>>(d, d + n, d + 2 * n, d + 3 * n, d + 4 * n, 0, n);
-  CHECK(cudaGetLastError());
-  CHECK(cudaMemcpy(h.data(), d + 3 * n, n * sizeof(float), cudaMemcpyDeviceToHost));
+  check(cudaGetLastError());
+  check(cudaMemcpy(h.data(), d + 3 * n, n * sizeof(float), cudaMemcpyDeviceToHost));
   double sum = 0;
   for (int i = 0; i < n; ++i)
     sum += h[i];
   std::printf("contraction sum=%.9g\n", sum);
-  CHECK(cudaFree(d));
+  check(cudaFree(d));
   return 0;
 }
