@@ -3,7 +3,8 @@
 // and library loads keep the image, the globals it looks up are kept with
 // their addresses, launches go to the recorder or the serving runtime, and
 // device memory is served from the VA window as
-// cudaMalloc's is.  Calls the CUDA runtime makes inside itself reach the
+// cudaMalloc's is; an unload forgets what was learnt of the handle, which
+// the driver may give the next load.  Calls the CUDA runtime makes inside itself reach the
 // driver directly, never these.
 #include "CudaApi.h"
 #include "Recorder.h"
@@ -67,6 +68,19 @@ CUresult lookUpGlobal(F Real, CUdeviceptr *Address, size_t *Bytes, Handle Owner,
   return R;
 }
 
+// A module or library about to be unloaded: the driver may hand its handle
+// and its functions' addresses to a later load, so the recorder (or the
+// serving runtime) and the registry forget them first.
+void forget(const void *Handle) {
+  if (Recorder::busy())
+    return;
+  if (Server::enabled())
+    Server::get().forget(Handle);
+  else
+    Recorder::get().forget(Handle);
+  registry().forgetDriverHandle(Handle);
+}
+
 CUresult fromRuntime(cudaError_t E) {
   return E == cudaSuccess ? CUDA_SUCCESS
          : E == cudaErrorMemoryAllocation ? CUDA_ERROR_OUT_OF_MEMORY
@@ -110,6 +124,16 @@ CUresult cuLibraryLoadData(CUlibrary *Library, const void *Code, CUjit_option *J
   if (R == CUDA_SUCCESS && Library)
     registry().addLibraryImage(*Library, Code);
   return R;
+}
+
+CUresult cuModuleUnload(CUmodule Module) {
+  forget(Module);
+  return MNEME_DRIVER(cuModuleUnload)(Module);
+}
+
+CUresult cuLibraryUnload(CUlibrary Library) {
+  forget(Library);
+  return MNEME_DRIVER(cuLibraryUnload)(Library);
 }
 
 CUresult cuLibraryGetKernel(CUkernel *Kernel, CUlibrary Library, const char *Name) {

@@ -56,6 +56,8 @@ void *replacementFor(const char *Name, bool PerThreadStream) {
       {"cuModuleLoadFatBinary", reinterpret_cast<void *>(&cuModuleLoadFatBinary)},
       {"cuLibraryLoadData", reinterpret_cast<void *>(&cuLibraryLoadData)},
       {"cuLibraryGetKernel", reinterpret_cast<void *>(&cuLibraryGetKernel)},
+      {"cuModuleUnload", reinterpret_cast<void *>(&cuModuleUnload)},
+      {"cuLibraryUnload", reinterpret_cast<void *>(&cuLibraryUnload)},
       {"cuModuleGetGlobal_v2", reinterpret_cast<void *>(&cuModuleGetGlobal)},
       {"cuLibraryGetGlobal", reinterpret_cast<void *>(&cuLibraryGetGlobal)},
       {"cuLaunchKernel", reinterpret_cast<void *>(&cuLaunchKernel)},

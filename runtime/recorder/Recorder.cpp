@@ -174,7 +174,30 @@ KernelState &Recorder::kernelState(const LaunchRequest &R) {
   else
     H.add(std::string(K.Image));
   K.StaticHash = H.hex();
+  if (auto C = Unloaded.find(K.StaticHash); C != Unloaded.end()) { // the same code, reloaded
+    K.Launches = C->second.Launches;
+    K.Recorded = C->second.Recorded;
+    K.Seen = std::move(C->second.Seen);
+    K.DescriptionQueued = C->second.DescriptionQueued;
+    Unloaded.erase(C);
+  }
   return K;
+}
+
+void Recorder::forget(const void *DriverHandle) {
+  Inside Busy;
+  std::lock_guard<std::mutex> G(Lock);
+  for (auto It = Kernels.begin(); It != Kernels.end();) {
+    KernelState &K = It->second;
+    if (K.DriverHandle != DriverHandle) {
+      ++It;
+      continue;
+    }
+    if (!K.StaticHash.empty())
+      Unloaded[K.StaticHash] = Counts{K.Launches, K.Recorded, std::move(K.Seen),
+                                      K.DescriptionQueued};
+    It = Kernels.erase(It);
+  }
 }
 
 void Recorder::resolveParams(KernelState &K) {

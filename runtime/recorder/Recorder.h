@@ -17,6 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <regex>
@@ -49,6 +50,9 @@ public:
   void noteManaged(void *Ptr, size_t Size);
   void deviceReset();
   cudaError_t launch(const LaunchRequest &R);
+  // A module or library is being unloaded: its kernels' states go, their
+  // counts kept for a later load of the same code.
+  void forget(const void *DriverHandle);
   // Waits for the writer and prints what was recorded (at exit).
   void finish();
 
@@ -77,6 +81,13 @@ private:
   std::unique_ptr<std::regex> Filter;
   std::string Arch, DeviceName;
   std::map<const void *, KernelState> Kernels;
+  // Counts of kernels whose module was unloaded, by static hash.
+  struct Counts {
+    uint64_t Launches = 0, Recorded = 0;
+    std::set<std::string> Seen;
+    bool DescriptionQueued = false;
+  };
+  std::map<std::string, Counts> Unloaded;
   std::map<uint64_t, uint64_t> Outside; // allocations served outside the window
   std::map<uint64_t, uint64_t> Managed;
   uint64_t InstancesQueued = 0;

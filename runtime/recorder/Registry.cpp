@@ -319,6 +319,14 @@ LaunchedKernel Registry::driverKernel(CUfunction Function) const {
   return D;
 }
 
+void Registry::forgetDriverHandle(const void *Handle) {
+  std::lock_guard<std::mutex> G(Lock);
+  DriverImages.erase(Handle);
+  DriverGlobals.erase(Handle);
+  for (auto It = LibraryKernels.begin(); It != LibraryKernels.end();)
+    It = It->second.first == Handle ? LibraryKernels.erase(It) : std::next(It);
+}
+
 void Registry::addDriverGlobal(const void *Handle, const char *Name, uint64_t Address,
                                uint64_t Size) {
   if (!Handle || !Name || !Address)

@@ -59,6 +59,9 @@ public:
   void addModuleImage(CUmodule Module, const void *Image);
   void addLibraryImage(CUlibrary Library, const void *Image);
   void addLibraryKernel(CUkernel Kernel, CUlibrary Library, const char *Name);
+  // A module or library unloaded: its handle, kernels and globals are
+  // forgotten (the image copy stays: recorded kernels hold views of it).
+  void forgetDriverHandle(const void *Handle);
   // What a launch names: a runtime host function, or (DriverApi) a
   // CUfunction of a loaded module or a CUkernel.
   LaunchedKernel launched(const void *Function, bool DriverApi) const;

@@ -102,6 +102,16 @@ Server::Kernel &Server::kernel(const LaunchRequest &R) {
   return K;
 }
 
+void Server::forget(const void *DriverHandle) {
+  std::lock_guard<std::mutex> G(Lock);
+  for (auto It = Kernels.begin(); It != Kernels.end();) {
+    auto Next = std::next(It);
+    if (It->second.DriverApi && It->second.DriverHandle == DriverHandle)
+      Unloaded.push_back(Kernels.extract(It));
+    It = Next;
+  }
+}
+
 Server::Context *Server::context(CUcontext &Ctx) {
   if (driver().CtxGetCurrent(&Ctx) != CUDA_SUCCESS || !Ctx) {
     if (hasRuntime())

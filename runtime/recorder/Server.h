@@ -32,6 +32,9 @@ public:
 
   // Attributes: a launch with attributes serving does not reproduce.
   cudaError_t launch(const LaunchRequest &R, const char *Unserved = nullptr);
+  // A module or library is being unloaded: its kernels leave the lookup
+  // (the driver may reuse their handles) and stay in the report.
+  void forget(const void *DriverHandle);
   void deviceReset();
   // Collects the last kernel times and writes the report (once).
   void finish();
@@ -111,6 +114,9 @@ private:
   pid_t Owner = 0; // the process that loaded the table: a forked child reports nothing
   ServeTable Table;
   std::unordered_map<const void *, Kernel> Kernels; // by host function
+  // Kernels of unloaded modules, for the report: nodes keep their
+  // addresses, which pending timings hold.
+  std::vector<decltype(Kernels)::node_type> Unloaded;
   std::map<CUcontext, Context> Contexts;
   std::deque<Timing> Pending; // launches whose time is not read yet
 };

@@ -66,7 +66,13 @@ void Server::writeReport() {
   JsonWriter W;
   W.beginObject().field("format", "mneme-serve-report").field("version", 1)
       .field("pid", static_cast<int64_t>(getpid())).key("kernels").beginArray();
-  for (const auto &[Function, K] : Kernels) {
+  std::vector<const Kernel *> All;
+  for (const auto &[Function, K] : Kernels)
+    All.push_back(&K);
+  for (const auto &Node : Unloaded)
+    All.push_back(&Node.mapped());
+  for (const Kernel *Each : All) {
+    const Kernel &K = *Each;
     W.beginObject().field("kernel", K.Name).field("demangled", K.Demangled)
         .field("tuned", K.Table != nullptr).field("launches", K.Launches)
         .field("served", K.Served).key("passed_through").beginObject();

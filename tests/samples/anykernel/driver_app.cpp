@@ -1,7 +1,8 @@
-// A driver-API program: loads a module image (PTX, cubin or fatbinary) from
-// the file it is given, writes one of its __device__ tables, launches its
-// kernels with cuLaunchKernel and cuLaunchKernelEx, and prints a checksum
-// of the results.
+// A driver-API program: for each module image (PTX, cubin or fatbinary) it
+// is given, in turn, loads it, writes one of its __device__ tables, launches
+// its kernels with cuLaunchKernel and cuLaunchKernelEx and unloads it (a
+// later module may get the handles the driver freed); then prints a
+// checksum of the results.
 #include <cuda.h>
 
 #include <cstdint>
@@ -23,28 +24,16 @@
   } while (0)
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: driver_app MODULE(.ptx|.cubin|.fatbin)\n");
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: driver_app MODULE(.ptx|.cubin|.fatbin)...\n");
     return 2;
   }
-  std::ifstream in(argv[1], std::ios::binary);
-  std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (image.empty()) {
-    std::fprintf(stderr, "cannot read %s\n", argv[1]);
-    return 2;
-  }
-  image.push_back('\0'); // PTX is a C string
   CHECK(cuInit(0));
   CUdevice dev;
   CHECK(cuDeviceGet(&dev, 0));
   CUcontext ctx;
   CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
   CHECK(cuCtxSetCurrent(ctx));
-  CUmodule module;
-  CHECK(cuModuleLoadData(&module, image.data()));
-  CUfunction saxpy, shift;
-  CHECK(cuModuleGetFunction(&saxpy, module, "saxpy"));
-  CHECK(cuModuleGetFunction(&shift, module, "shift"));
 
   const int n = 1 << 20;
   std::vector<float> x(n), y(n);
@@ -57,29 +46,44 @@ int main(int argc, char **argv) {
   CHECK(cuMemAlloc(&dy, n * sizeof(float)));
   CHECK(cuMemcpyHtoD(dx, x.data(), n * sizeof(float)));
   CHECK(cuMemcpyHtoD(dy, y.data(), n * sizeof(float)));
-  float a = 2.5f;
-  int count = n;
-  void *saxpy_args[] = {&dy, &dx, &a, &count};
-  for (int step = 0; step < 2; ++step)
-    CHECK(cuLaunchKernel(saxpy, n / 256, 1, 1, 256, 1, 1, 0, nullptr, saxpy_args, nullptr));
-  // The host rewrites a __device__ table of the module before shift reads it.
-  CUdeviceptr bias;
-  size_t bias_bytes = 0;
-  CHECK(cuModuleGetGlobal(&bias, &bias_bytes, module, "bias"));
-  const float table[4] = {0.5f, -2.0f, 1.25f, 4.0f};
-  if (bias_bytes != sizeof table) {
-    std::fprintf(stderr, "bias has %zu bytes\n", bias_bytes);
-    return 1;
+  for (int m = 1; m < argc; ++m) {
+    std::ifstream in(argv[m], std::ios::binary);
+    std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (image.empty()) {
+      std::fprintf(stderr, "cannot read %s\n", argv[m]);
+      return 2;
+    }
+    image.push_back('\0'); // PTX is a C string
+    CUmodule module;
+    CHECK(cuModuleLoadData(&module, image.data()));
+    CUfunction saxpy, shift;
+    CHECK(cuModuleGetFunction(&saxpy, module, "saxpy"));
+    CHECK(cuModuleGetFunction(&shift, module, "shift"));
+    float a = 2.5f;
+    int count = n;
+    void *saxpy_args[] = {&dy, &dx, &a, &count};
+    for (int step = 0; step < 2; ++step)
+      CHECK(cuLaunchKernel(saxpy, n / 256, 1, 1, 256, 1, 1, 0, nullptr, saxpy_args, nullptr));
+    // The host rewrites a __device__ table of the module before shift reads it.
+    CUdeviceptr bias;
+    size_t bias_bytes = 0;
+    CHECK(cuModuleGetGlobal(&bias, &bias_bytes, module, "bias"));
+    const float table[4] = {0.5f, -2.0f, 1.25f, 4.0f};
+    if (bias_bytes != sizeof table) {
+      std::fprintf(stderr, "bias has %zu bytes\n", bias_bytes);
+      return 1;
+    }
+    CHECK(cuMemcpyHtoD(bias, table, sizeof table));
+    void *shift_args[] = {&dy, &count};
+    CUlaunchConfig config = {};
+    config.gridDimX = n / 128;
+    config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = 128;
+    config.blockDimY = config.blockDimZ = 1;
+    CHECK(cuLaunchKernelEx(&config, shift, shift_args, nullptr));
+    CHECK(cuCtxSynchronize());
+    CHECK(cuModuleUnload(module));
   }
-  CHECK(cuMemcpyHtoD(bias, table, sizeof table));
-  void *shift_args[] = {&dy, &count};
-  CUlaunchConfig config = {};
-  config.gridDimX = n / 128;
-  config.gridDimY = config.gridDimZ = 1;
-  config.blockDimX = 128;
-  config.blockDimY = config.blockDimZ = 1;
-  CHECK(cuLaunchKernelEx(&config, shift, shift_args, nullptr));
-  CHECK(cuCtxSynchronize());
   CHECK(cuMemcpyDtoH(y.data(), dy, n * sizeof(float)));
   uint64_t h = 1469598103934665603ull;
   for (float v : y) {
@@ -90,6 +94,5 @@ int main(int argc, char **argv) {
   std::printf("checksum %016llx\n", (unsigned long long)h);
   CHECK(cuMemFree(dx));
   CHECK(cuMemFree(dy));
-  CHECK(cuModuleUnload(module));
   return 0;
 }
