@@ -54,6 +54,7 @@ struct Driver {
   X(FuncGetParamInfo, cuFuncGetParamInfo)                                      \
   X(FuncGetName, cuFuncGetName)                                                \
   X(KernelGetFunction, cuKernelGetFunction)                                    \
+  X(LibraryGetModule, cuLibraryGetModule)                                      \
   X(LaunchKernel, cuLaunchKernel)                                              \
   X(PointerGetAttribute, cuPointerGetAttribute)                                \
   X(GetErrorName, cuGetErrorName)

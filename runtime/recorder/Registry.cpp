@@ -266,6 +266,8 @@ void Registry::addModuleImage(CUmodule Module, const void *Image) { addImage(Mod
 
 void Registry::addLibraryImage(CUlibrary Library, const void *Image) {
   addImage(Library, Image);
+  std::lock_guard<std::mutex> G(Lock);
+  Libraries.insert(Library);
 }
 
 void Registry::addLibraryKernel(CUkernel Kernel, CUlibrary Library, const char *Name) {
@@ -285,6 +287,20 @@ LaunchedKernel Registry::launched(const void *Function, bool DriverApi) const {
     L.Image = image(S->Module);
   }
   return L;
+}
+
+const void *Registry::owner(const void *Handle) const {
+  if (DriverImages.count(Handle))
+    return Handle;
+  // A library's module (cuLibraryGetModule, or the module of a function
+  // from cuKernelGetFunction): the library it belongs to.
+  for (const void *Library : Libraries) {
+    CUmodule Of = nullptr;
+    if (driver().LibraryGetModule(&Of, static_cast<CUlibrary>(const_cast<void *>(Library))) ==
+            CUDA_SUCCESS && Of == Handle)
+      return Library;
+  }
+  return Handle;
 }
 
 LaunchedKernel Registry::driverKernel(CUfunction Function) const {
@@ -309,13 +325,14 @@ LaunchedKernel Registry::driverKernel(CUfunction Function) const {
   if (Cu.FuncGetModule(&Module, Function) != CUDA_SUCCESS ||
       Cu.FuncGetName(&Name, Function) != CUDA_SUCCESS || !Name)
     return D;
-  auto Image = DriverImages.find(Module);
+  const void *Handle = owner(Module);
+  auto Image = DriverImages.find(Handle);
   if (Image == DriverImages.end())
     return D;
   D.Name = Name;
   D.Image = Image->second;
   D.Function = Function;
-  D.DriverHandle = Module;
+  D.DriverHandle = Handle;
   return D;
 }
 
@@ -323,6 +340,7 @@ void Registry::forgetDriverHandle(const void *Handle) {
   std::lock_guard<std::mutex> G(Lock);
   DriverImages.erase(Handle);
   DriverGlobals.erase(Handle);
+  Libraries.erase(Handle);
   for (auto It = LibraryKernels.begin(); It != LibraryKernels.end();)
     It = It->second.first == Handle ? LibraryKernels.erase(It) : std::next(It);
 }
@@ -336,7 +354,7 @@ void Registry::addDriverGlobal(const void *Handle, const char *Name, uint64_t Ad
   V.Size = Size;
   V.Address = Address;
   std::lock_guard<std::mutex> G(Lock);
-  DriverGlobals[Handle][Name] = V;
+  DriverGlobals[owner(Handle)][Name] = V;
 }
 
 std::vector<VariableSymbol> Registry::driverGlobals(const void *Handle) const {

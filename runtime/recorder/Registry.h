@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <deque>
@@ -92,6 +93,9 @@ public:
 private:
   void addImage(const void *Handle, const void *Image);
   LaunchedKernel driverKernel(CUfunction Function) const;
+  // The loaded module or library a handle stands for (a library's module:
+  // the library); the handle itself if none. Under Lock.
+  const void *owner(const void *Handle) const;
 
   mutable std::mutex Lock;
   std::map<void **, std::string_view> Images;
@@ -103,6 +107,7 @@ private:
   // (kernels recorded from them hold views), a handle reused points anew.
   std::deque<std::string> ImageCopies;
   std::map<const void *, std::string_view> DriverImages;
+  std::set<const void *> Libraries; // the CUlibrary handles among them
   std::map<const void *, std::pair<const void *, std::string>> LibraryKernels;
   std::map<const void *, std::map<std::string, VariableSymbol>> DriverGlobals;
 };

@@ -2,7 +2,8 @@
 // is given, in turn, loads it, writes one of its __device__ tables, launches
 // its kernels with cuLaunchKernel and cuLaunchKernelEx and unloads it (a
 // later module may get the handles the driver freed); then prints a
-// checksum of the results.
+// checksum of the results. An image named `lib:FILE` is loaded as a library
+// (cuLibraryLoadData) and used through its module (cuLibraryGetModule).
 #include <cuda.h>
 
 #include <cstdint>
@@ -25,7 +26,7 @@
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: driver_app MODULE(.ptx|.cubin|.fatbin)...\n");
+    std::fprintf(stderr, "usage: driver_app [lib:]MODULE(.ptx|.cubin|.fatbin)...\n");
     return 2;
   }
   CHECK(cuInit(0));
@@ -47,7 +48,9 @@ int main(int argc, char **argv) {
   CHECK(cuMemcpyHtoD(dx, x.data(), n * sizeof(float)));
   CHECK(cuMemcpyHtoD(dy, y.data(), n * sizeof(float)));
   for (int m = 1; m < argc; ++m) {
-    std::ifstream in(argv[m], std::ios::binary);
+    std::string path = argv[m];
+    bool library = path.rfind("lib:", 0) == 0;
+    std::ifstream in(library ? path.substr(4) : path, std::ios::binary);
     std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (image.empty()) {
       std::fprintf(stderr, "cannot read %s\n", argv[m]);
@@ -55,7 +58,13 @@ int main(int argc, char **argv) {
     }
     image.push_back('\0'); // PTX is a C string
     CUmodule module;
-    CHECK(cuModuleLoadData(&module, image.data()));
+    CUlibrary lib = nullptr;
+    if (library) {
+      CHECK(cuLibraryLoadData(&lib, image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+      CHECK(cuLibraryGetModule(&module, lib));
+    } else {
+      CHECK(cuModuleLoadData(&module, image.data()));
+    }
     CUfunction saxpy, shift;
     CHECK(cuModuleGetFunction(&saxpy, module, "saxpy"));
     CHECK(cuModuleGetFunction(&shift, module, "shift"));
@@ -82,7 +91,10 @@ int main(int argc, char **argv) {
     config.blockDimY = config.blockDimZ = 1;
     CHECK(cuLaunchKernelEx(&config, shift, shift_args, nullptr));
     CHECK(cuCtxSynchronize());
-    CHECK(cuModuleUnload(module));
+    if (library)
+      CHECK(cuLibraryUnload(lib));
+    else
+      CHECK(cuModuleUnload(module));
   }
   CHECK(cuMemcpyDtoH(y.data(), dy, n * sizeof(float)));
   uint64_t h = 1469598103934665603ull;
