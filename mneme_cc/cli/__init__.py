@@ -10,14 +10,23 @@ from __future__ import annotations
 
 import sys
 
+#: The options of `mneme record` and `mneme run` that take no value.
+_FLAGS = {"-v", "--verbose", "--time-kernels", "-q", "--quiet"}
+
 
 def _asks_for_help(argv: list[str]) -> bool:
-    """`--help` among mneme's own options (before `--` or the application)."""
+    """`--help` among mneme's own options: before `--` or the application
+    (the first argument that is neither an option nor an option's value)."""
+    takes_value = False
     for arg in argv:
-        if arg in ("-h", "--help"):
+        if takes_value:
+            takes_value = False
+        elif arg in ("-h", "--help"):
             return True
-        if arg == "--":
+        elif arg == "--" or not arg.startswith("-"):
             return False
+        else:
+            takes_value = "=" not in arg and arg not in _FLAGS
     return False
 
 

@@ -33,7 +33,12 @@ def launcher() -> str:
 
 def main(argv: list[str]) -> int:
     """Replaces this process with the launcher; returns only if it cannot."""
+    import signal
+
     path = launcher()
+    # Python ignores these; the application gets them as the shell gave them.
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
     try:
         os.execv(path, ["mneme-record", *argv])
     except OSError as exc:

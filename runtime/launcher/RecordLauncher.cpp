@@ -82,9 +82,21 @@ size_t instanceCount(const std::string &Database) {
   return N;
 }
 
+// What another process creating the same database leaves before its
+// marker is in place (ranks of one job start together).
+bool partOfANewDatabase(const char *Name) {
+  return !std::strcmp(Name, ".") || !std::strcmp(Name, "..") || !std::strcmp(Name, "index") ||
+         !std::strcmp(Name, "chunks") || !std::strncmp(Name, "database.json.tmp.", 18);
+}
+
 // Creates the database before the application starts, so that it is
 // readable from its first moment on (the recorder opens the same one).
 bool prepareDatabase(const std::string &Dir, std::string &Error) {
+  struct stat S;
+  if (stat(Dir.c_str(), &S) == 0 && !S_ISDIR(S.st_mode)) {
+    Error = "the record database " + Dir + " is not a directory: choose another -rdb directory";
+    return false;
+  }
   if (!mneme::store::makeDirectories(Dir, Error)) {
     Error = "cannot create the record database: " + Error;
     return false;
@@ -93,13 +105,13 @@ bool prepareDatabase(const std::string &Dir, std::string &Error) {
     Error = "the record database " + Dir + " is not writable: choose another -rdb directory";
     return false;
   }
-  bool Empty = true;
+  bool Foreign = false;
   if (DIR *D = opendir(Dir.c_str())) {
     while (dirent *E = readdir(D))
-      Empty &= !std::strcmp(E->d_name, ".") || !std::strcmp(E->d_name, "..");
+      Foreign |= !partOfANewDatabase(E->d_name);
     closedir(D);
   }
-  if (!Empty && access((Dir + "/database.json").c_str(), F_OK) != 0) {
+  if (Foreign && access((Dir + "/database.json").c_str(), F_OK) != 0) {
     Error = Dir + " is not empty and is not a record database: choose another -rdb directory";
     return false;
   }
@@ -134,7 +146,8 @@ std::string whyNothing(const std::string &Program) {
            "the shared runtime is interposed directly (mneme-nvcc and mneme-cxx link it; "
            "CMake: CUDA_RUNTIME_LIBRARY Shared; nvcc: -cudart shared)";
   return "no kernel launch reached the recorder (none was launched, none matched --kernels, "
-         "or --skip skipped them all)";
+         "--skip skipped them all, this rank is not among --ranks, or the database holds "
+         "every instance launched already)";
 }
 
 double milliseconds(const timeval &T) { return T.tv_sec * 1e3 + T.tv_usec / 1e3; }
@@ -159,6 +172,11 @@ int runForwardingSignals(const std::string &Program, const std::vector<std::stri
   sigemptyset(&Waited);
   for (int S : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD})
     sigaddset(&Waited, S);
+  // An ignored SIGCHLD (inherited) would have the kernel reap the child
+  // before waitpid sees it; the application gets the disposition back.
+  struct sigaction Default = {}, ChildAction;
+  Default.sa_handler = SIG_DFL;
+  sigaction(SIGCHLD, &Default, &ChildAction);
   // Blocked from before the start, so that none is lost or kills the
   // launcher; the application starts with the mask it would have had.
   sigprocmask(SIG_BLOCK, &Waited, &Previous);
@@ -176,6 +194,7 @@ int runForwardingSignals(const std::string &Program, const std::vector<std::stri
   }
   pid_t Child = fork();
   if (Child == 0) {
+    sigaction(SIGCHLD, &ChildAction, nullptr);
     sigprocmask(SIG_SETMASK, &Previous, nullptr);
     execve(Program.c_str(), Args.data(), Env.data());
     int Code = errno;
@@ -203,14 +222,16 @@ int runForwardingSignals(const std::string &Program, const std::vector<std::stri
   }
   while (true) {
     pid_t Done = waitpid(Child, &Status, WNOHANG);
-    if (Done == Child)
+    if (Done == Child || (Done < 0 && errno == ECHILD))
       break;
     siginfo_t Info;
     timespec Second{1, 0};
     int S = sigtimedwait(&Waited, &Info, &Second);
+    if (S <= 0 || S == SIGCHLD)
+      continue;
     // A signal the kernel sent (a terminal's Ctrl-C, hangup) went to the
-    // whole foreground process group: the application has it already.
-    if (S <= 0 || S == SIGCHLD || Info.si_code == SI_KERNEL)
+    // whole foreground process group: an application still in ours has it.
+    if (Info.si_code == SI_KERNEL && getpgid(Child) == getpgrp())
       continue;
     kill(Child, S);
   }
@@ -226,7 +247,7 @@ int runForwardingSignals(const std::string &Program, const std::vector<std::stri
 
 int main(int Argc, char **Argv) {
   std::vector<std::string> Args(Argv + 1, Argv + Argc);
-  if (Args.size() == 1 && Args[0] == "--list-flags") { // for the CLI's tests
+  if (std::getenv("MNEME_RECORD_LIST_FLAGS")) { // for the CLI's tests: the flags it takes
     for (const std::string &F : mneme::launcher::recordFlags())
       std::printf("%s\n", F.c_str());
     return 0;
@@ -245,6 +266,9 @@ int main(int Argc, char **Argv) {
                          "/" MNEME_RECORDER_FILE;
   if (access(Recorder.c_str(), R_OK) != 0)
     return fail("the recorder " + Recorder + " is missing: reinstall mneme-cc");
+  if (Recorder.find_first_of(" :") != std::string::npos) // LD_PRELOAD splits there
+    return fail("the recorder " + Recorder + " lies under a path with a space or a colon, "
+                "which LD_PRELOAD cannot name: install mneme-cc elsewhere");
   if (!prepareDatabase(O.Database, Error))
     return fail(Error);
 

@@ -4,7 +4,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <climits>
+#include <cstdint>
 #include <regex>
+#include <string>
 
 namespace mneme::launcher {
 namespace {
@@ -29,61 +32,115 @@ std::string trimmed(const std::string &S) {
   return B == std::string::npos ? "" : S.substr(B, E - B + 1);
 }
 
-// "64G", "512M", "1 GiB", "1048576" -> bytes.
+bool isDigit(char C) { return C >= '0' && C <= '9'; }
+
+// Digits at Text[At...] as a number (saturating); At moves past them. False
+// when there is no digit.
+bool digits(const std::string &Text, size_t &At, uint64_t &Out) {
+  size_t Start = At;
+  Out = 0;
+  for (; At < Text.size() && isDigit(Text[At]); ++At)
+    Out = Out > (~0ULL - 9) / 10 ? ~0ULL : Out * 10 + (Text[At] - '0');
+  return At > Start;
+}
+
+// "64G", "512M", "1 GiB", "1048576" -> bytes (by hand: std::regex recurses
+// per character, and a value may be long).
 bool parseSize(const std::string &Text, uint64_t &Out) {
-  static const std::regex Size(R"(^(\d+)\s*([kKmMgGtT]?)(i?B)?$)");
-  std::smatch M;
   std::string T = trimmed(Text);
-  if (!std::regex_match(T, M, Size))
-    return false;
-  errno = 0;
-  unsigned long long V = std::strtoull(M[1].str().c_str(), nullptr, 10);
-  int Shift = std::string("_kmgt").find(M[2].length() ? std::tolower(M[2].str()[0]) : '_') * 10;
-  // Too large to count: the caller's range check says what is wrong with it.
-  Out = errno == ERANGE || V > (~0ULL >> Shift) ? ~0ULL : V << Shift;
-  return true;
-}
-
-bool parseWhole(const std::string &Text, uint64_t &Out, int Base = 10) {
-  std::string T = trimmed(Text);
-  if (T.empty() || T[0] == '-' || T[0] == '+')
-    return false;
-  char *End = nullptr;
-  errno = 0;
-  Out = std::strtoull(T.c_str(), &End, Base);
-  return errno == 0 && *End == '\0';
-}
-
-bool isRankList(const std::string &Text) {
-  static const std::regex Ranks(R"(^\d+(-\d+)?(,\d+(-\d+)?)*$)");
-  if (!std::regex_match(Text, Ranks))
-    return false;
   size_t At = 0;
-  while (At <= Text.size()) {
-    size_t Comma = Text.find(',', At);
-    std::string Range = Text.substr(At, Comma == std::string::npos ? std::string::npos
-                                                                   : Comma - At);
-    size_t Dash = Range.find('-');
-    if (Dash != std::string::npos &&
-        std::stoull(Range.substr(0, Dash)) > std::stoull(Range.substr(Dash + 1)))
-      return false;
-    if (Comma == std::string::npos)
-      break;
-    At = Comma + 1;
+  uint64_t V = 0;
+  if (!digits(T, At, V))
+    return false;
+  while (At < T.size() && (T[At] == ' ' || T[At] == '\t'))
+    ++At;
+  int Shift = 0;
+  if (At < T.size()) {
+    size_t Unit = std::string("kmgt").find(static_cast<char>(std::tolower(T[At])));
+    if (Unit != std::string::npos) {
+      Shift = 10 * (static_cast<int>(Unit) + 1);
+      ++At;
+    }
   }
+  std::string Rest = T.substr(At);
+  if (!(Rest.empty() || Rest == "B" || Rest == "iB"))
+    return false;
+  // Too large to count: the caller's range check says what is wrong with it.
+  Out = V > (~0ULL >> Shift) ? ~0ULL : V << Shift;
   return true;
 }
+
+// A whole number: decimal digits, or hexadecimal after 0x when Hex.
+bool parseWhole(const std::string &Text, uint64_t &Out, bool Hex = false) {
+  std::string T = trimmed(Text);
+  if (Hex && T.size() > 2 && T[0] == '0' && (T[1] == 'x' || T[1] == 'X')) {
+    if (T.size() > 18)
+      return false;
+    Out = 0;
+    for (size_t I = 2; I < T.size(); ++I) {
+      int C = std::tolower(static_cast<unsigned char>(T[I]));
+      if (!std::isxdigit(C))
+        return false;
+      Out = Out * 16 + (isDigit(static_cast<char>(C)) ? C - '0' : C - 'a' + 10);
+    }
+    return true;
+  }
+  size_t At = 0;
+  return digits(T, At, Out) && At == T.size() && Out != ~0ULL;
+}
+
+// "0,2-3": ranks and ranges, each in order, each rank a process number.
+bool isRankList(const std::string &Text) {
+  size_t At = 0;
+  while (true) {
+    uint64_t Lo = 0, Hi = 0;
+    if (!digits(Text, At, Lo) || Lo > INT32_MAX)
+      return false;
+    Hi = Lo;
+    if (At < Text.size() && Text[At] == '-' &&
+        (++At, !digits(Text, At, Hi) || Hi > INT32_MAX || Hi < Lo))
+      return false;
+    if (At == Text.size())
+      return true;
+    if (Text[At++] != ',')
+      return false;
+  }
+}
+
+// What a value looks like in an error line: control characters escaped,
+// so that the message stays one line.
+std::string shown(const std::string &Value) {
+  std::string Out;
+  for (char C : Value) {
+    if (static_cast<unsigned char>(C) < 0x20 || C == 0x7f) {
+      char Escaped[8];
+      std::snprintf(Escaped, sizeof Escaped, "\\x%02x", static_cast<unsigned char>(C));
+      Out += Escaped;
+    } else {
+      Out += C;
+    }
+  }
+  return Out;
+}
+
+// The longest --kernels pattern taken: the recorder compiles it with
+// std::regex, whose compiler recurses per character.
+constexpr size_t MaxPattern = 4096;
+// The largest snapshot chunk.
+constexpr uint64_t MaxChunk = 1ULL << 30;
 
 bool set(RecordOptions &O, const std::string &Name, const std::string &Value,
          std::string &Error) {
   uint64_t N = 0;
   auto Bad = [&](const std::string &Why) {
-    Error = Name + " '" + Value + "' " + Why;
+    Error = Name + " '" + shown(Value) + "' " + Why;
     return false;
   };
   if (Name == "--rdb") {
     O.Database = Value;
   } else if (Name == "--kernels") {
+    if (Value.size() > MaxPattern)
+      return Bad("is longer than " + std::to_string(MaxPattern) + " characters");
     try {
       std::regex Checked(Value, std::regex::ECMAScript);
     } catch (const std::regex_error &E) {
@@ -102,7 +159,7 @@ bool set(RecordOptions &O, const std::string &Name, const std::string &Value,
                  "bytes)");
     O.VASize = N;
   } else if (Name == "--va-base") {
-    if (!parseWhole(Value, N, 0))
+    if (!parseWhole(Value, N, /*Hex=*/true))
       return Bad("is not an address (e.g. 0x200000000000)");
     if (N == 0 || N % (2 << 20) || N >= (1ULL << 47))
       return Bad("is not a user-space address that is a multiple of 2 MiB");
@@ -114,8 +171,8 @@ bool set(RecordOptions &O, const std::string &Name, const std::string &Value,
   } else if (Name == "--chunk-size") {
     if (!parseSize(Value, N))
       return Bad("is not a size (e.g. 64G, 512M)");
-    if (N < 4096 || N % 8)
-      return Bad("is not a chunk size: a multiple of 8, at least 4096");
+    if (N < 4096 || N % 8 || N > MaxChunk)
+      return Bad("is not a chunk size: a multiple of 8, from 4096 to 1G");
     O.ChunkSize = N;
   } else if (Name == "--zstd-level") {
     if (!parseWhole(Value, N) || N > 19)
@@ -164,8 +221,8 @@ bool parseRecordOptions(const std::vector<std::string> &Args, RecordOptions &O,
       if (Name == F.Long || (F.Short && Name == F.Short))
         Found = &F;
     if (!Found) {
-      Error = "no option " + A + " (mneme record --help lists them; the application goes "
-              "after --)";
+      Error = "no option " + shown(A) + " (mneme record --help lists them; the application "
+              "goes after --)";
       return false;
     }
     Name = Found->Long;
@@ -189,6 +246,8 @@ bool parseRecordOptions(const std::vector<std::string> &Args, RecordOptions &O,
     HaveDatabase |= Name == "--rdb";
   }
   O.Command.assign(Args.begin() + I, Args.end());
+  if (!O.Command.empty() && O.Command[0].empty())
+    O.Command.clear();
   if (!HaveDatabase || O.Database.empty()) {
     Error = "no record database given: mneme record -rdb DIR -- APP [ARGS...]";
     return false;

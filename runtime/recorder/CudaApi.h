@@ -48,6 +48,7 @@ struct Driver {
   X(StreamGetFlags, cuStreamGetFlags)                                          \
   X(FuncSetAttribute, cuFuncSetAttribute)                                      \
   X(ModuleLoadData, cuModuleLoadData)                                          \
+  X(ModuleUnload, cuModuleUnload)                                              \
   X(ModuleGetFunction, cuModuleGetFunction)                                    \
   X(ModuleGetGlobal, cuModuleGetGlobal)                                        \
   X(FuncGetModule, cuFuncGetModule)                                            \

@@ -68,17 +68,19 @@ CUresult lookUpGlobal(F Real, CUdeviceptr *Address, size_t *Bytes, Handle Owner,
   return R;
 }
 
-// A module or library about to be unloaded: the driver may hand its handle
-// and its functions' addresses to a later load, so the recorder (or the
-// serving runtime) and the registry forget them first.
-void forget(const void *Handle) {
-  if (Recorder::busy())
-    return;
+// A module or library unloaded: the driver may hand its handle and its
+// functions' addresses to a later load, so the recorder (or the serving
+// runtime) and the registry forget them. After the unload succeeded: a
+// failed one leaves the module loaded and known.
+CUresult forgetting(const void *Handle, CUresult Unloaded) {
+  if (Unloaded != CUDA_SUCCESS || !Handle)
+    return Unloaded;
   if (Server::enabled())
     Server::get().forget(Handle);
-  else
+  else if (!Recorder::busy())
     Recorder::get().forget(Handle);
   registry().forgetDriverHandle(Handle);
+  return Unloaded;
 }
 
 CUresult fromRuntime(cudaError_t E) {
@@ -127,13 +129,11 @@ CUresult cuLibraryLoadData(CUlibrary *Library, const void *Code, CUjit_option *J
 }
 
 CUresult cuModuleUnload(CUmodule Module) {
-  forget(Module);
-  return MNEME_DRIVER(cuModuleUnload)(Module);
+  return forgetting(Module, MNEME_DRIVER(cuModuleUnload)(Module));
 }
 
 CUresult cuLibraryUnload(CUlibrary Library) {
-  forget(Library);
-  return MNEME_DRIVER(cuLibraryUnload)(Library);
+  return forgetting(Library, MNEME_DRIVER(cuLibraryUnload)(Library));
 }
 
 CUresult cuLibraryGetKernel(CUkernel *Kernel, CUlibrary Library, const char *Name) {

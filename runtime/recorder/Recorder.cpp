@@ -62,7 +62,7 @@ bool Recorder::start() {
     return State == Mode::Recording;
   double T0 = now();
   bool Started = begin();
-  StartSeconds = now() - T0;
+  StartSeconds += now() - T0;
   return Started;
 }
 
@@ -147,6 +147,7 @@ KernelState &Recorder::kernelState(const LaunchRequest &R) {
   if (!New)
     return K;
   LaunchedKernel L = registry().launched(R.Function, R.DriverApi);
+  K.DriverHandle = L.DriverHandle; // forgotten with it, known or not
   if (L.Name.empty() || (R.DriverApi && L.Image.empty())) {
     // Launched through a handle the runtime did not register, or from a
     // module loaded before the recorder could see it.
@@ -157,7 +158,6 @@ KernelState &Recorder::kernelState(const LaunchRequest &R) {
   K.Module = L.Module;
   K.Image = L.Image;
   K.Function = L.Function;
-  K.DriverHandle = L.DriverHandle;
   K.Demangled = demangle(K.Name);
   K.HostFunction = R.Function;
   K.Selected = !Filter || std::regex_search(K.Name, *Filter) ||
@@ -185,17 +185,29 @@ KernelState &Recorder::kernelState(const LaunchRequest &R) {
 }
 
 void Recorder::forget(const void *DriverHandle) {
+  if (!DriverHandle)
+    return;
   Inside Busy;
   std::lock_guard<std::mutex> G(Lock);
+  retire([&](const KernelState &K) { return K.DriverHandle == DriverHandle; });
+}
+
+void Recorder::retire(const std::function<bool(const KernelState &)> &Retired) {
   for (auto It = Kernels.begin(); It != Kernels.end();) {
     KernelState &K = It->second;
-    if (K.DriverHandle != DriverHandle) {
+    if (!Retired(K)) {
       ++It;
       continue;
     }
-    if (!K.StaticHash.empty())
-      Unloaded[K.StaticHash] = Counts{K.Launches, K.Recorded, std::move(K.Seen),
-                                      K.DescriptionQueued};
+    // One code may have had several states (loaded twice, or launched by
+    // kernel and by function): their counts add up.
+    if (!K.StaticHash.empty()) {
+      Counts &C = Unloaded[K.StaticHash];
+      C.Launches += K.Launches;
+      C.Recorded += K.Recorded;
+      C.Seen.merge(K.Seen);
+      C.DescriptionQueued |= K.DescriptionQueued;
+    }
     It = Kernels.erase(It);
   }
 }
@@ -267,12 +279,12 @@ std::vector<std::string> Recorder::replayBlockers(const KernelState &K, const st
 
 cudaError_t Recorder::launch(const LaunchRequest &R) {
   Inside Busy;
-  double T0 = now();
   std::unique_lock<std::mutex> G(Lock);
-  if (!start() || Instances.failed()) {
+  if (!start() || Instances.failed() || Finished) {
     G.unlock();
     return R.Launch();
   }
+  double T0 = now();
   // A launch that is not recorded: what deciding so cost, for --verbose.
   auto PassOn = [&] {
     ++PassedOn;

@@ -16,6 +16,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <functional>
 #include <map>
 #include <set>
 #include <memory>
@@ -70,6 +71,8 @@ private:
   cudaError_t record(KernelState &K, const LaunchRequest &R, const std::string &Args,
                      const std::string &Dynamic);
   void drainFrees();
+  // Erases the kernel states Retired picks, their counts kept by static hash.
+  void retire(const std::function<bool(const KernelState &)> &Retired);
 
   std::mutex Lock;
   enum class Mode { Unstarted, PassThrough, Recording } State = Mode::Unstarted;

@@ -113,6 +113,9 @@ void Recorder::deviceReset() {
   Window = VAWindow();
   Outside.clear();
   Managed.clear();
+  // Driver-API kernels die with the context (their handles may come back
+  // for others); runtime kernels are registered again under the same keys.
+  retire([](const KernelState &K) { return K.DriverHandle != nullptr; });
   for (auto &[F, K] : Kernels)
     K.Function = nullptr, K.ParamsKnown = false;
   State = Mode::Unstarted;

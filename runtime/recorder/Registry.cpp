@@ -292,15 +292,24 @@ LaunchedKernel Registry::launched(const void *Function, bool DriverApi) const {
 const void *Registry::owner(const void *Handle) const {
   if (DriverImages.count(Handle))
     return Handle;
+  if (auto Known = Owners.find(Handle); Known != Owners.end())
+    return Known->second;
   // A library's module (cuLibraryGetModule, or the module of a function
-  // from cuKernelGetFunction): the library it belongs to.
+  // from cuKernelGetFunction): the library it belongs to, asked once.
+  const Driver &Cu = driver();
+  const void *Found = Handle;
   for (const void *Library : Libraries) {
     CUmodule Of = nullptr;
-    if (driver().LibraryGetModule(&Of, static_cast<CUlibrary>(const_cast<void *>(Library))) ==
-            CUDA_SUCCESS && Of == Handle)
-      return Library;
+    if (Cu.Loaded &&
+        Cu.LibraryGetModule(&Of, static_cast<CUlibrary>(const_cast<void *>(Library))) ==
+            CUDA_SUCCESS && Of == Handle) {
+      Found = Library;
+      break;
+    }
   }
-  return Handle;
+  if (Found != Handle)
+    Owners[Handle] = Found;
+  return Found;
 }
 
 LaunchedKernel Registry::driverKernel(CUfunction Function) const {
@@ -326,13 +335,13 @@ LaunchedKernel Registry::driverKernel(CUfunction Function) const {
       Cu.FuncGetName(&Name, Function) != CUDA_SUCCESS || !Name)
     return D;
   const void *Handle = owner(Module);
+  D.DriverHandle = Handle; // known or not: forgotten when it is unloaded
   auto Image = DriverImages.find(Handle);
   if (Image == DriverImages.end())
     return D;
   D.Name = Name;
   D.Image = Image->second;
   D.Function = Function;
-  D.DriverHandle = Handle;
   return D;
 }
 
@@ -341,6 +350,8 @@ void Registry::forgetDriverHandle(const void *Handle) {
   DriverImages.erase(Handle);
   DriverGlobals.erase(Handle);
   Libraries.erase(Handle);
+  for (auto It = Owners.begin(); It != Owners.end();)
+    It = It->first == Handle || It->second == Handle ? Owners.erase(It) : std::next(It);
   for (auto It = LibraryKernels.begin(); It != LibraryKernels.end();)
     It = It->second.first == Handle ? LibraryKernels.erase(It) : std::next(It);
 }
@@ -353,6 +364,7 @@ void Registry::addDriverGlobal(const void *Handle, const char *Name, uint64_t Ad
   V.Name = Name;
   V.Size = Size;
   V.Address = Address;
+  driver(); // loaded before the lock: owner() may ask it
   std::lock_guard<std::mutex> G(Lock);
   DriverGlobals[owner(Handle)][Name] = V;
 }

@@ -108,6 +108,7 @@ private:
   std::deque<std::string> ImageCopies;
   std::map<const void *, std::string_view> DriverImages;
   std::set<const void *> Libraries; // the CUlibrary handles among them
+  mutable std::map<const void *, const void *> Owners; // a library's module -> the library
   std::map<const void *, std::pair<const void *, std::string>> LibraryKernels;
   std::map<const void *, std::map<std::string, VariableSymbol>> DriverGlobals;
 };

@@ -103,6 +103,8 @@ Server::Kernel &Server::kernel(const LaunchRequest &R) {
 }
 
 void Server::forget(const void *DriverHandle) {
+  if (!DriverHandle)
+    return;
   std::lock_guard<std::mutex> G(Lock);
   for (auto It = Kernels.begin(); It != Kernels.end();) {
     auto Next = std::next(It);
@@ -110,6 +112,19 @@ void Server::forget(const void *DriverHandle) {
       Unloaded.push_back(Kernels.extract(It));
     It = Next;
   }
+  // The tuned cubins loaded beside the module, with its globals' addresses.
+  for (auto &[Ctx, C] : Contexts)
+    for (auto It = C.Functions.begin(); It != C.Functions.end();) {
+      if (It->first.second != DriverHandle) {
+        ++It;
+        continue;
+      }
+      CUmodule Cubin = nullptr;
+      if (It->second.Function && driver().FuncGetModule(&Cubin, It->second.Function) ==
+                                     CUDA_SUCCESS)
+        driver().ModuleUnload(Cubin);
+      It = C.Functions.erase(It);
+    }
 }
 
 Server::Context *Server::context(CUcontext &Ctx) {
@@ -226,7 +241,7 @@ bool Server::specialisedMatch(const Loaded &L, const ServeEntry &E, void **Args,
 
 const Server::Loaded *Server::load(Context &C, const ServeEntry &E, const Kernel &K,
                                    uint64_t SharedMem, std::string &Why) {
-  auto [It, New] = C.Functions.try_emplace(&E);
+  auto [It, New] = C.Functions.try_emplace({&E, K.DriverApi ? K.DriverHandle : nullptr});
   Loaded &L = It->second;
   if (New && E.Cubin[0] == '!') {
     L.Why = E.Cubin.substr(1);

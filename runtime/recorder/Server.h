@@ -74,7 +74,9 @@ private:
   };
   struct Context {
     std::string Arch;
-    std::map<const ServeEntry *, Loaded> Functions;
+    // A tuned cubin per entry and, for a driver-API kernel, per application
+    // module: its globals are that module's (a reloaded module has others).
+    std::map<std::pair<const ServeEntry *, const void *>, Loaded> Functions;
     std::vector<CUevent> Events; // free for reuse
   };
   struct Timing {

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES, run
+from conftest import SAMPLES, run, tool_env
 from typer.testing import CliRunner
 
 from mneme_cc.build_info import build_info
@@ -150,8 +150,19 @@ def test_run_parses_its_options_as_typer_does():
 
 def test_record_s_launcher_takes_typer_s_flags():
     """A plain `mneme record` is its native launcher's parse; typer's the help."""
-    listed = run([str(build_info().launcher), "--list-flags"]).stdout.split()
+    env = tool_env(MNEME_RECORD_LIST_FLAGS="1")
+    listed = run([str(build_info().launcher)], env=env).stdout.split()
     assert set(listed) == set(_typer_flags("record"))
+
+
+def test_help_is_mneme_s_only_before_the_application():
+    from mneme_cc.cli import _asks_for_help
+
+    assert _asks_for_help(["-rdb", "db", "--help"])
+    assert _asks_for_help(["--kernels=x", "-v", "-h", "--", "app"])
+    assert not _asks_for_help(["-rdb", "db", "app", "--help"])  # the application's
+    assert not _asks_for_help(["-rdb", "db", "--", "app", "-h"])
+    assert not _asks_for_help(["--tuned", "b", "-q", "app", "-h"])
 
 
 def test_help_of_record_and_run_is_typer_s():

@@ -305,6 +305,11 @@ def test_ls_rejects_what_is_not_a_database(tmp_path):
     (["--bogus"], "no option --bogus"),
     (["--verbose=yes"], "--verbose takes no value"),
     (["--kernels"], "--kernels needs a value"),
+    (["--ranks", "0-99999999999999999999999"], "not a rank list"),
+    (["--kernels", "a" * 5000], "is longer than 4096 characters"),
+    (["--chunk-size", "16777215T"], "from 4096 to 1G"),
+    (["--va-base", "0200000000000"], "that is a multiple of 2 MiB"),  # no octal
+    (["--skip", "1\n2"], "--skip '1\\x0a2' is not a whole number"),  # one line
 ])
 def test_record_rejects_bad_flags(tmp_path, flags, message):
     proc = run(["mneme", "record", "-rdb", str(tmp_path / "db"), *flags, "--", "true"],
@@ -319,6 +324,8 @@ def test_record_rejects_bad_places_and_programs(tmp_path):
         (["-rdb", str(tmp_path / "db"), "--", "no-such-program-here"], "no such program"),
         (["-rdb", str(tmp_path / "db")], "no application given"),
         (["--", "true"], "no record database given"),
+        (["-rdb", str(tmp_path / "db"), "--", ""], "no application given"),
+        (["-rdb", __file__, "--", "true"], "is not a directory"),
     ]
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "todo.txt").write_text("x")

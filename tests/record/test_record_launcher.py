@@ -18,7 +18,8 @@ def test_a_run_that_records_nothing_says_so(tmp_path):
     proc = run(["mneme", "record", "-rdb", str(tmp_path / "db"), "--", "true"])
     assert proc.stderr.strip().splitlines()[-1] == (
         "mneme: warning: recorded no instance: no kernel launch reached the recorder (none was "
-        "launched, none matched --kernels, or --skip skipped them all)")
+        "launched, none matched --kernels, --skip skipped them all, this rank is not among "
+        "--ranks, or the database holds every instance launched already)")
 
 
 def test_verbose_says_what_mneme_record_s_own_start_cost(tmp_path):
@@ -36,6 +37,27 @@ def test_the_application_is_the_launcher_s_child_and_no_python_stays(tmp_path):
                 "cat /proc/$PPID/comm; readlink /proc/$PPID/exe"])
     comm, exe = proc.stdout.split()
     assert comm == "mneme-record" and exe == str(build_info().launcher)
+
+
+def test_the_application_gets_the_signals_python_ignores_back(tmp_path):
+    """Python ignores SIGPIPE and SIGXFSZ; the application under `mneme record`
+    gets them as it would from the shell (a pipe's reader leaving ends a writer)."""
+    proc = run(["mneme", "record", "-rdb", str(tmp_path / "db"), "--", "sh", "-c",
+                "grep ^SigIgn: /proc/self/status"])
+    ignored = int(proc.stdout.split()[1], 16)
+    assert not ignored & (1 << (13 - 1)) and not ignored & (1 << (25 - 1))  # SIGPIPE, SIGXFSZ
+
+
+def test_ranks_creating_one_database_together_all_start(tmp_path):
+    """Processes of one job create the same database at once: none refuses it
+    as a folder that is not a database."""
+    import subprocess
+
+    db = tmp_path / "db"
+    procs = [subprocess.Popen([str(build_info().launcher), "-rdb", str(db), "--", "true"],
+                              stderr=subprocess.PIPE, text=True) for _ in range(24)]
+    errors = [p.communicate()[1] for p in procs if p.wait() != 0]
+    assert not errors, errors[0]
 
 
 def test_run_recorded_runs_the_launcher_from_python(tmp_path):
