@@ -128,5 +128,7 @@ FAKE_SUCCESS(cuCtxSynchronize)
 FAKE_SUCCESS(cuStreamGetFlags)
 FAKE_SUCCESS(cuFuncGetName)
 FAKE_SUCCESS(cuKernelGetFunction)
+FAKE_SUCCESS(cuLibraryGetModule)
+FAKE_SUCCESS(cuModuleUnload)
 
 } // extern "C"
