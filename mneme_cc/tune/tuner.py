@@ -93,8 +93,6 @@ class Tuner:
         self.waiting: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
         self.baseline: TrialResult | None = None
         self.best: TrialResult | None = None
-        self.warm_started: list[dict[str, Any]] = []  # what warm start enqueued
-        self.passed: list[tuple[int, float]] = []  # (trial number, first objective), this process
         self.started = time.perf_counter()
         self.restarts = 0
         self._reported = 0.0  # when summary.json and best.json were last written
@@ -132,8 +130,6 @@ class Tuner:
             self.best = result
         if result.verified and not duplicate and self.local:
             self.local.found(self.values(result)[0], params)
-        if result.verified:
-            self.passed.append((trial.number, self.values(result)[0]))
         self.counts[result.outcome] += 1
         if not duplicate:
             self.distinct[result.outcome] += 1
@@ -170,8 +166,8 @@ class Tuner:
             "best_median_ms": self.best.median_ms if self.best else None,
             **verdicts.against_application(self.baseline, self.best),
             "worker_restarts": self.restarts,
-            "warm_start": self.warm_started,
-            "trials_to_near_best": warm_start.trials_to_near_best(self.passed),
+            "warm_start": warm_start.seeded(self.study),
+            "trials_to_near_best": warm_start.trials_to_near_best(self.study),
             "time_spent": dict(sorted(self.time_spent.items())),
             "storage": self.storage_name,
             "device": self.props.to_dict(), "output": str(self.out),
@@ -259,8 +255,7 @@ class Tuner:
         if first is not None:
             self.study.enqueue_trial(first)
         if self.settings.warm_start:
-            self.warm_started = warm_start.enqueue(self.study, self.name, self.instance,
-                                                   self.space)
+            warm_start.enqueue(self.study, self.name, self.instance, self.space)
 
     def _past_deadline(self) -> bool:
         return self.deadline is not None and time.perf_counter() >= self.deadline

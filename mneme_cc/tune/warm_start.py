@@ -107,62 +107,103 @@ def fitted(space: SearchSpace, params: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
-def enqueue(study, name: str, instance, space: SearchSpace) -> list[dict[str, Any]]:
-    """Enqueues the seeds of a new study (Optuna's `study`, named `name`) and
-    says what they are: for the summary."""
-    enqueued = []
-    for seed in seeds(instance.db.path, name, instance, space):
+def enqueue(study, name: str, instance, space: SearchSpace) -> None:
+    """Enqueues a new study's seeds (Optuna's `study`, named `name`), once
+    whichever process gets there first, and keeps what they are in the study
+    (`seeded`) for every process's summary."""
+    if "warm_start" in study.user_attrs:
+        return
+    chosen = seeds(instance.db.path, name, instance, space)
+    study.set_user_attr("warm_start", [
+        {"study": s.study, "why": s.why, "speedup": round(s.speedup, 4), "params": s.params}
+        for s in chosen])
+    for seed in chosen:
         study.enqueue_trial(seed.params, user_attrs={"warm_start": seed.study},
                             skip_if_exists=True)
-        enqueued.append({"study": seed.study, "why": seed.why,
-                         "speedup": round(seed.speedup, 4), "params": seed.params})
-    return enqueued
 
 
-def trials_to_near_best(passed: list[tuple[int, float]]) -> int | None:
-    """Trials a study asked for (by trial number, from 0) until the first of
-    its passed (number, value) pairs within NEAR_BEST of the best value."""
+def seeded(study) -> list[dict[str, Any]]:
+    """What warm start enqueued in a study (empty: nothing, or it was off)."""
+    found = study.user_attrs.get("warm_start")
+    return found if isinstance(found, list) else []
+
+
+def near_best_after(passed: list[tuple[int, float]]) -> int | None:
+    """Trials asked for (by trial number, from 0) until the first of the
+    passed (number, value) pairs within NEAR_BEST of the best value."""
     if not passed:
         return None
     best = min(value for _, value in passed)
     return 1 + min(number for number, value in passed if value <= best * NEAR_BEST)
 
 
+def trials_to_near_best(study) -> int | None:
+    """near_best_after over a single-objective study's finished trials, from
+    every process and run; None for several objectives."""
+    if len(study.directions) > 1:
+        return None
+    import optuna
+
+    done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    return near_best_after([(t.number, t.values[0]) for t in done if t.values])
+
+
+#: The most of one source study's files read (a damaged or hostile database).
+_MOST_BYTES = 64 << 20
+
+
+def _readable(path: Path) -> bool:
+    return path.is_file() and path.stat().st_size <= _MOST_BYTES
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and \
+        math.isfinite(value) and value > 0
+
+
 def _best_trials(study: StudyDir) -> list[tuple[float, dict[str, Any]]]:
     """(speedup over the study's baseline, params) of its best verified trials."""
-    baseline = (study.summary.get("baseline") or {}).get("median_ms")
-    if not isinstance(baseline, int | float) or baseline <= 0:
+    baseline = study.summary.get("baseline")
+    baseline = baseline.get("median_ms") if isinstance(baseline, dict) else None
+    if not _positive(baseline) or not _readable(study.path / "trials.jsonl"):
         return []
-    ranked = sorted((t["median_ms"], t["trial"], t["params"]) for t in study.trials
-                    if t["outcome"] in oc.PASSED and not t.get("duplicate")
-                    and isinstance(t.get("median_ms"), int | float) and t["median_ms"] > 0)
+    ranked = sorted(((t["median_ms"], t["trial"], t["params"]) for t in study.trials
+                     if t["outcome"] in oc.PASSED and not t.get("duplicate")
+                     and _positive(t.get("median_ms"))), key=lambda r: r[:2])
     return [(baseline / ms, params) for ms, _, params in ranked[:PER_STUDY]]
 
 
 def seeds(database: Path, this_study: str, instance, space: SearchSpace,
           limit: int = LIMIT) -> list[Seed]:
-    """What to try first in a new study of `instance`, best sources first."""
+    """What to try first in a new study of `instance`, best sources first. A
+    source study that cannot be read (damaged, not a study) is passed over."""
     sources: list[tuple[int, float, StudyDir, str]] = []  # (rank, -similarity, study, why)
     mine = _mix(instance.db, instance.static_hash, instance.kernel_name)
     for summary in sorted((database / "tune").glob(f"*/{SUMMARY}")):
         study = StudyDir(summary.parent)
         try:
+            if not _readable(summary):
+                continue
             name, other = study.summary.get("study"), study.summary.get("instance")
-            if name == this_study or not isinstance(other, str):
+            if name == this_study or not isinstance(other, str) or not other:
                 continue
             source = instance.db.find(rid=other)
-        except MnemeError:
+            if source.kernel_name == instance.kernel_name:
+                sources.append((0, -1.0, study, "the same kernel"))
+                continue
+            score = similarity(mine, _mix(instance.db, source.static_hash, source.kernel_name))
+        except (MnemeError, OSError, ValueError, TypeError, AttributeError):
             continue  # a damaged summary, or an instance no longer recorded
-        if source.kernel_name == instance.kernel_name:
-            sources.append((0, -1.0, study, "the same kernel"))
-            continue
-        score = similarity(mine, _mix(instance.db, source.static_hash, source.kernel_name))
         if score >= SIMILAR:
             sources.append((1, -score, study, f"similar IR ({score:.2f})"))
     out: list[Seed] = []
     taken: list[dict[str, Any]] = []
     for _, _, study, why in sorted(sources, key=lambda s: s[:2]):
-        for speedup, params in _best_trials(study):
+        try:
+            best = _best_trials(study)
+        except (MnemeError, OSError, ValueError, TypeError, AttributeError):
+            continue
+        for speedup, params in best:
             kept = fitted(space, params)
             if kept and kept not in taken:
                 taken.append(kept)

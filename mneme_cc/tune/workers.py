@@ -16,6 +16,7 @@ from typing import Any
 from mneme_cc.errors import MnemeError
 from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.replay.judging import contraction_probe as probe
 
 _SPAWN = multiprocessing.get_context("spawn")  # CUDA state must not be forked
 
@@ -71,9 +72,9 @@ def _compile_main(conn, db_path: str, name: str, cache_dir: str | None) -> None:
 
 def _replay_to_dict(result) -> dict[str, Any]:
     r = result.resources
-    # A failure the replay explains as a numerics change is that, not a miscompile.
+    # A failure the contraction probe explained is a numerics change, not a miscompile.
     outcome = oc.NUMERICS_CHANGING if result.outcome == oc.FAILED_VERIFICATION and \
-        result.numerics else result.outcome
+        probe.REASON in result.numerics else result.outcome
     return {"outcome": outcome, "median_ms": result.median_ms,
             "samples_ms": result.samples_ms, "registers": r.registers if r else None,
             "spill_bytes": (r.spill_stores + r.spill_loads) if r else None,

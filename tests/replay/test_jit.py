@@ -323,3 +323,33 @@ def test_debug_builds_compile_at_every_ptxas_level(tmp_path, flags):
     kept = compile_kernel(module.bitcode, "irhash", LAUNCH, ReplayConfig(keep_debug_info=True),
                           "sm_90", codegen, cache_dir=tmp_path)
     assert kept.cubin[:4] == b"\x7fELF" and ".loc" in kept.ptx
+
+
+def test_edits_keep_the_order_of_uses_llvm_can_read_back(tmp_path):
+    """Replay prints each value's use order (clang's module had it) and edits
+    the text: specialised dimensions and contraction off drop the directives
+    their edits invalidate, and the printer's inline-asm ones, which LLVM's
+    parser refuses, never reach it (microphysics has inline asm)."""
+    obj = tmp_path / "microphysics.o"
+    run(["mneme-cxx", "-O3", f"-I{EXAMPLES / 'common'}", "-c",
+         str(EXAMPLES / "microphysics" / "microphysics.cu"), "-o", str(obj)])
+    (module,) = read_embedded_modules(obj)
+    codegen = Codegen.from_module(module.metadata, module.bitcode)
+    launch = KernelLaunch(module.kernels[0].name, (1024, 1, 1), (128, 1, 1))
+    for config in (ReplayConfig(specialize_dims=True), ReplayConfig(fp_contract="off"),
+                   ReplayConfig(pipeline="default<O1>", specialize_dims=True),
+                   ReplayConfig(pipeline="sroa,instcombine,mneme-drop-store,instcombine")):
+        assert ".entry" in compile_ptx(module.bitcode, launch, config, module.arch, codegen).ptx
+
+
+def test_a_folded_product_leaves_its_debug_records_poison():
+    from mneme_cc.replay.compiling.contraction import fold_fma
+
+    ir = ("define float @k(float %a, float %b, float %c) {\n"
+          "  %p = fmul contract float %a, %b\n"
+          "    #dbg_value(float %p, !7, !DIExpression(), !9)\n"
+          "  %s = fadd contract float %p, %c\n"
+          "  ret float %s\n}\n")
+    folded = fold_fma(ir)
+    assert "%p =" not in folded and "#dbg_value(float poison, !7" in folded
+    assert "call contract float @llvm.fma.f32(float %a, float %b, float %c)" in folded

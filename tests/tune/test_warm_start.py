@@ -98,9 +98,33 @@ define float @__nv_expf(float %x) {
 
 
 def test_trials_to_near_best_counts_asks_until_within_two_percent(instance):
-    assert warm_start.trials_to_near_best([]) is None
+    assert warm_start.near_best_after([]) is None
     # Trial numbers count every ask (pruned ones too): the 4th ask was within 2%.
-    assert warm_start.trials_to_near_best([(0, 1.0), (3, 0.70), (9, 0.69)]) == 4
-    assert warm_start.trials_to_near_best([(2, 0.5)]) == 3
+    assert warm_start.near_best_after([(0, 1.0), (3, 0.70), (9, 0.69)]) == 4
+    assert warm_start.near_best_after([(2, 0.5)]) == 3
     summary = study(instance, "counted")
     assert 1 <= summary["trials_to_near_best"] <= summary["trials"]
+
+
+def test_damaged_source_studies_are_passed_over(instance):
+    """summary.json and trials.jsonl are untrusted: wrong types, ties, a
+    directory where a file belongs; the new study starts regardless."""
+    study(instance, "good")
+    tune = instance.db.path / "tune"
+    for name, summary, trials in [
+            ("typed", {"study": "typed", "instance": instance.name, "baseline": 5}, ""),
+            ("nan", {"study": "nan", "instance": instance.name,
+                     "baseline": {"median_ms": float("nan")}}, ""),
+            ("empty", {"study": "empty", "instance": ""}, ""),
+            ("ties", {"study": "ties", "instance": instance.name,
+                      "baseline": {"median_ms": 1.0}},
+             "".join(json.dumps({"trial": 1, "outcome": "verified", "params": {"x": i},
+                                 "median_ms": 0.5}) + "\n" for i in range(2)))]:
+        (tune / name).mkdir()
+        (tune / name / "summary.json").write_text(json.dumps(summary))
+        (tune / name / "trials.jsonl").write_text(trials)
+    (tune / "dir").mkdir()
+    (tune / "dir" / "summary.json").mkdir()
+    summary = study(instance, "after")
+    assert {s["study"] for s in summary["warm_start"]} == {"good"}
+

@@ -135,10 +135,19 @@ def _fold_function(body: str) -> str:
                         f"{metadata}")
         lines[at] = None  # the product folded into its one user
         folded.add(chosen[1])
-    # The order of a folded product's uses goes with it; every other value
-    # keeps as many uses as before.
-    return "\n".join(line for line in lines if line is not None and not (
-        line.lstrip().startswith("uselistorder ") and _directive_value(line) in folded))
+    # The order of a folded product's uses goes with it (every other value
+    # keeps as many uses as before), and debug records naming it see poison.
+    kept = []
+    for line in lines:
+        if line is None or (line.lstrip().startswith("uselistorder ")
+                            and _directive_value(line) in folded):
+            continue
+        if folded and irtext.is_debug_record(line):
+            line = re.sub(r"(#dbg_\w+\(\s*[^%,]+ )(%[\w.$-]+)",
+                          lambda m: m.group(1) + ("poison" if m.group(2) in folded
+                                                  else m.group(2)), line)
+        kept.append(line)
+    return "\n".join(kept)
 
 
 def _directive_value(line: str) -> str:

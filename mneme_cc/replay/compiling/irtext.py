@@ -91,11 +91,11 @@ def is_debug_record(line: str) -> bool:
 
 
 def use_counts(body: str) -> dict[str, int]:
-    """How often each value is used in a function body (definitions and debug
-    records not counted)."""
+    """How often each value is used in a function body (definitions, debug
+    records and use-list orders not counted)."""
     counts: dict[str, int] = {}
     for line in body.split("\n"):
-        if is_debug_record(line):
+        if is_debug_record(line) or line.lstrip().startswith("uselistorder"):
             continue
         for name in re.findall(r"%[\w.$-]+", line.split(" = ", 1)[-1] if " = " in line
                                and line.lstrip().startswith("%") else line):
@@ -112,6 +112,15 @@ def declare(text: str, name: str, declaration: str) -> str:
 
 
 _USE_LIST_ORDER = re.compile(r"^\s*uselistorder(?:_bb)? [^\n]*\n", re.M)
+
+
+_ASM_USE_LIST_ORDER = re.compile(r"^\s*uselistorder \S+ asm\b[^\n]*\n", re.M)
+
+
+def parseable(text: str) -> str:
+    """Printed IR as LLVM's parser takes it back: the printer writes the order
+    of an inline-asm value's uses, which the parser refuses."""
+    return _ASM_USE_LIST_ORDER.sub("", text)
 
 
 def drop_use_list_orders(text: str) -> str:

@@ -138,7 +138,7 @@ def _optimize_child() -> None:
     config = ReplayConfig.from_json(job["config"])
     llvm = llvm_binding()
     llvm.set_option("", f"-opt-bisect-limit={config.opt_bisect_limit}")
-    module = llvm.parse_assembly(job["ir"])
+    module = llvm.parse_assembly(irtext.parseable(job["ir"]))
     machine = llvm.Target.from_triple(module.triple).create_target_machine(
         cpu=job["arch"], features=job["features"], opt=config.codegen_opt_level)
     sys.stdout.write(str(_optimize(llvm, module, machine, config, job["kernel"])))
@@ -171,7 +171,7 @@ def _optimize(llvm, module, machine, config, kernel: str):
         if name in MUTATIONS:
             run_segment()
             mutated = MUTATIONS[name](str(module), kernel)
-            module = llvm.parse_assembly(irtext.drop_use_list_orders(mutated))
+            module = llvm.parse_assembly(irtext.parseable(irtext.drop_use_list_orders(mutated)))
         else:
             segment.append(name)
     run_segment()
@@ -200,7 +200,7 @@ def compile_ptx(bitcode: bytes, launch: KernelLaunch | None, config: ReplayConfi
     if mode == "off" and codegen.contract != "off":
         # What the front end makes under -ffp-contract=off (fmuladd split: new uses).
         text = irtext.drop_use_list_orders(contraction.strip_contract(text))
-    module = llvm.parse_assembly(text)
+    module = llvm.parse_assembly(irtext.parseable(text))
     module.verify()
     seconds["transform"] = time.perf_counter() - t
 
@@ -218,7 +218,7 @@ def compile_ptx(bitcode: bytes, launch: KernelLaunch | None, config: ReplayConfi
         module = _optimize(llvm, module, machine, config, kernel)
     else:
         optimised, bisect_log = _optimize_apart(str(module), arch, features, config, kernel)
-        module = llvm.parse_assembly(optimised)
+        module = llvm.parse_assembly(irtext.parseable(optimised))
     seconds["optimize"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -235,7 +235,7 @@ def compile_ptx(bitcode: bytes, launch: KernelLaunch | None, config: ReplayConfi
                 text = contraction.mark_contract(text)
         else:
             text = irtext.drop_use_list_orders(contraction.fuse_like_backend(text))
-        module = llvm.parse_assembly(text)
+        module = llvm.parse_assembly(irtext.parseable(text))
     seconds["contract"] = time.perf_counter() - t
 
     t = time.perf_counter()

@@ -1,7 +1,7 @@
 """Deliberately wrong transformations, for checking that triage finds a miscompile.
 
 A pass list may name one where a real pass would go
-(`sroa,early-cse,mneme-flip-icmp,instcombine`); it rewrites the kernel's IR
+(`sroa,instcombine,mneme-flip-icmp,simplifycfg`); it rewrites the kernel's IR
 text in a way that changes what the kernel computes, like a buggy pass would:
 
     mneme-flip-icmp     the kernel's first integer comparison gets the

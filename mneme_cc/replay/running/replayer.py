@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mneme_cc.errors import MnemeError
 from mneme_cc.record.db import ALLOCATION, Instance
 from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.compiling.compiler import compile_instance
@@ -257,6 +258,8 @@ class Replayer:
         smem = inst.shared_mem_bytes if config.shared_mem_bytes is None else config.shared_mem_bytes
         try:
             self._allow_shared_memory(function, smem)
+            # What an earlier run wrote where the recording did not: put back.
+            self._verify(globals_, ReplayConfig())
             for _ in range(runs):
                 self.state.restore(globals_)
                 self._launch(function, config.grid or inst.grid, config.block or inst.block, smem)
@@ -292,8 +295,6 @@ class Replayer:
         (once per instance; a probe that cannot run leaves the failure as it is)."""
         if not self.probe_nondeterminism or self.nondeterminism is not None:
             return False
-        from mneme_cc.errors import MnemeError
-
         try:
             self.nondeterminism = self._probe()
         except MnemeError:
@@ -312,15 +313,15 @@ class Replayer:
         if not failed or not self.kernel.has_ir:
             return declared
         codegen = codegen_of(self.kernel)
-        if not probe.applies(config, codegen):
+        # Runs that differ by themselves cannot be compared bit for bit.
+        if not probe.applies(config, codegen) or (
+                self.nondeterminism and not self.nondeterminism.deterministic):
             return declared
-        from mneme_cc.errors import MnemeError
-
         try:
             if self._unfused_reference is None:
                 (self._unfused_reference,) = self._outputs(probe.reference(codegen))
             (unfused,) = self._outputs(probe.without_contraction(config))
-        except MnemeError:
+        except (MnemeError, RuntimeError):  # RuntimeError: LLVM refused the compile
             return declared
         if probe.same_outputs(unfused, self._unfused_reference):
             return [probe.REASON]
