@@ -38,6 +38,7 @@ SUITE = [
     ("histogram", [], "block_histograms"),
     ("cg", [], "spmv"),
     ("stencil3d", ["512"], "stencil3d"),
+    ("wave3d", ["256", "8"], "wave_step"),
 ]
 REFUSALS = ("compile_error", "invalid_launch")
 
