@@ -152,6 +152,10 @@ def main() -> None:
               f"({distinct[len(distinct) // 2]:.1f} distinct configurations); "
               f"most over budget {max(r['over_budget_s'] for r in good):.1f} s; "
               f"refusals {sum(r['refusals'] for r in good) / len(good):.1%}")
+        loop = sorted((r["time_spent"].get("ask", 0) + r["time_spent"].get("tell", 0))
+                      / r["time_spent"]["wall"] for r in good)
+        print(f"the tuner's own loop (ask + tell) / wall: median {loop[len(loop) // 2]:.0%} "
+              f"({loop[0]:.0%}-{loop[-1]:.0%})")
     if a.json:
         a.json.write_text(json.dumps(rows, indent=2))
 

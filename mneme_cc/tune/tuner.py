@@ -292,15 +292,20 @@ class Tuner:
         while True:
             if self._past_deadline():
                 return
+            # The loop's own time: asking (and pruning), then telling the study.
+            t = time.perf_counter()
             while len(in_flight) < depth and self._may_ask(trials) and not self._past_deadline():
                 self._ask_one(ex, in_flight)
+            self.time_spent["ask"] += time.perf_counter() - t
             if not in_flight:
                 return
             done, _ = wait(list(in_flight), timeout=self._remaining(),
                            return_when=FIRST_COMPLETED)
+            t = time.perf_counter()
             for future in done:
                 trial, params, _ = in_flight.pop(future)
                 self._finish(future, trial, params)
+            self.time_spent["tell"] += time.perf_counter() - t
             self.restarts = ex.restarts
             # At most once a second: a study can finish hundreds of trials
             # a second, and trials.jsonl already has each one.

@@ -745,3 +745,11 @@ def test_a_failure_the_replay_explains_is_numerics_changing_not_a_miscompile():
     assert reply["error"] == f"numerics-changing: {probe.REASON}"
     unexplained = ReplayResult(ReplayConfig(), False, [mismatch], [0.1], None)
     assert _replay_to_dict(unexplained)["outcome"] == oc.FAILED_VERIFICATION
+
+
+def test_the_loop_says_what_its_own_asks_and_tells_cost(instance, tmp_path):
+    """The sampler's side of the pace, beside the compiles and the GPU."""
+    _, summary = tune(instance, tmp_path, space="quick", trials=12)
+    spent = summary["time_spent"]
+    assert 0 < spent["ask"] < spent["wall"] and 0 < spent["tell"] < spent["wall"]
+
