@@ -333,7 +333,7 @@ def test_selection_and_listing(example_binaries, tmp_path):
                       r"window\); (\d+) launch\(es\) passed on unrecorded, ([\d.]+) us each",
                       recorded.stderr)
     assert start, recorded.stderr
-    assert float(start[1]) >= float(start[2]) > 0 and int(start[3]) > 2
+    assert float(start[1]) >= float(start[2]) >= 0 and float(start[1]) > 0 and int(start[3]) > 2
     assert "ms of CPU in mneme record" in recorded.stderr
     db = RecordDB(db_path)
     names = sorted(k.demangled.split("(")[0] for k in db.kernels)

@@ -206,11 +206,14 @@ def test_a_failure_that_only_fuses_other_products_is_a_numerics_change(example_b
     failure to bisect."""
     db_path = tmp_path / "db"
     run(["mneme", "record", "-rdb", str(db_path), "--", str(example_binaries / "contraction")])
+    from mneme_cc.replay.compiling.numerics import codegen_of
+
     (inst,) = RecordDB(db_path).instances
+    build = codegen_of(inst.db.kernel(inst.static_hash))  # -O2: the sample's build
     quick = dict(iterations=2, warmup=0)
     with Replayer(inst, cache_dir=tmp_path / "cache") as replayer:
-        assert replayer.replay(ReplayConfig(**quick)).verified
-        specialised = replayer.replay(ReplayConfig(specialize_args=(5,), **quick))
+        assert replayer.replay(build.baseline_config(**quick)).verified
+        specialised = replayer.replay(build.baseline_config(specialize_args=(5,), **quick))
         assert not specialised.verified and specialised.numerics == [probe.REASON]
         assert specialised.failure.startswith("numerics-changing: fuses other multiply-adds")
         planted = replayer.replay(ReplayConfig(
