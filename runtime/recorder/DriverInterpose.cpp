@@ -109,6 +109,25 @@ CUresult cuModuleLoadDataEx(CUmodule *Module, const void *Image, unsigned NumOpt
   return R;
 }
 
+CUresult cuModuleLoad(CUmodule *Module, const char *Path) {
+  CUresult R = MNEME_DRIVER(cuModuleLoad)(Module, Path);
+  if (R == CUDA_SUCCESS && Module)
+    registry().addImageFile(*Module, Path, /*Library=*/false);
+  return R;
+}
+
+CUresult cuLibraryLoadFromFile(CUlibrary *Library, const char *Path, CUjit_option *JitOptions,
+                               void **JitValues, unsigned NumJitOptions,
+                               CUlibraryOption *LibraryOptions, void **LibraryValues,
+                               unsigned NumLibraryOptions) {
+  CUresult R = MNEME_DRIVER(cuLibraryLoadFromFile)(Library, Path, JitOptions, JitValues,
+                                                   NumJitOptions, LibraryOptions,
+                                                   LibraryValues, NumLibraryOptions);
+  if (R == CUDA_SUCCESS && Library)
+    registry().addImageFile(*Library, Path, /*Library=*/true);
+  return R;
+}
+
 CUresult cuModuleLoadFatBinary(CUmodule *Module, const void *FatBinary) {
   CUresult R = MNEME_DRIVER(cuModuleLoadFatBinary)(Module, FatBinary);
   if (R == CUDA_SUCCESS && Module)

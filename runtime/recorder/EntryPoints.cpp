@@ -51,6 +51,8 @@ void *replacementFor(const char *Name, bool PerThreadStream) {
   if (!Name || (PerThreadStream && std::strncmp(Name, "cuLaunch", 8) == 0))
     return nullptr;
   static const Replacement Table[] = {
+      {"cuModuleLoad", reinterpret_cast<void *>(&cuModuleLoad)},
+      {"cuLibraryLoadFromFile", reinterpret_cast<void *>(&cuLibraryLoadFromFile)},
       {"cuModuleLoadData", reinterpret_cast<void *>(&cuModuleLoadData)},
       {"cuModuleLoadDataEx", reinterpret_cast<void *>(&cuModuleLoadDataEx)},
       {"cuModuleLoadFatBinary", reinterpret_cast<void *>(&cuModuleLoadFatBinary)},

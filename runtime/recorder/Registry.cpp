@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 namespace mneme::recorder {
 namespace {
@@ -257,9 +259,29 @@ void Registry::addImage(const void *Handle, const void *Image) {
   if (!Handle || !Image)
     return;
   Image = unwrap(Image);
-  std::string Copy(static_cast<const char *>(Image), imageSize(Image));
+  keepImage(Handle, std::string(static_cast<const char *>(Image), imageSize(Image)));
+}
+
+void Registry::keepImage(const void *Handle, std::string Copy) {
   std::lock_guard<std::mutex> G(Lock);
   DriverImages[Handle] = ImageCopies.emplace_back(std::move(Copy));
+}
+
+void Registry::addImageFile(const void *Handle, const char *Path, bool Library) {
+  if (!Handle || !Path)
+    return;
+  // What the driver just read from the file (a PTX text, a cubin or a fatbinary).
+  std::ifstream In(Path, std::ios::binary);
+  std::string Image((std::istreambuf_iterator<char>(In)), std::istreambuf_iterator<char>());
+  if (Image.empty())
+    return;
+  if (Image.find('\0') == std::string::npos)
+    Image.push_back('\0'); // PTX, as a module image in memory is: a C string
+  keepImage(Handle, std::move(Image));
+  if (Library) {
+    std::lock_guard<std::mutex> G(Lock);
+    Libraries.insert(Handle);
+  }
 }
 
 void Registry::addModuleImage(CUmodule Module, const void *Image) { addImage(Module, Image); }

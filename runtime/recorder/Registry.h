@@ -60,6 +60,8 @@ public:
   void addModuleImage(CUmodule Module, const void *Image);
   void addLibraryImage(CUlibrary Library, const void *Image);
   void addLibraryKernel(CUkernel Kernel, CUlibrary Library, const char *Name);
+  // A module or library the driver loaded from a file: the file's bytes.
+  void addImageFile(const void *Handle, const char *Path, bool Library);
   // A module or library unloaded: its handle, kernels and globals are
   // forgotten (the image copy stays: recorded kernels hold views of it).
   void forgetDriverHandle(const void *Handle);
@@ -92,6 +94,7 @@ public:
 
 private:
   void addImage(const void *Handle, const void *Image);
+  void keepImage(const void *Handle, std::string Copy);
   LaunchedKernel driverKernel(CUfunction Function) const;
   // The loaded module or library a handle stands for (a library's module:
   // the library); the handle itself if none. Under Lock.

@@ -96,12 +96,14 @@ def test_modules_loaded_through_the_driver_record_replay_and_tune(built, tmp_pat
     tune(db, "saxpy")
 
 
-def test_a_library_s_module_is_recorded_as_the_library_s(built, tmp_path):
-    """cuLibraryLoadData, then cuLibraryGetModule and cuModuleGetFunction: the
-    launches are the library's kernels, with the globals looked up through
-    its module, and replay verifies; then a plain module after it."""
-    db = record(tmp_path, str(built / "driver_app"), f"lib:{built / 'kernels.ptx'}",
-                str(built / "other.ptx"))
+@pytest.mark.parametrize("first, second", [("lib", ""), ("libfile", "file:")])
+def test_a_library_s_module_is_recorded_as_the_library_s(built, tmp_path, first, second):
+    """cuLibraryLoadData (or cuLibraryLoadFromFile), then cuLibraryGetModule and
+    cuModuleGetFunction: the launches are the library's kernels, with the
+    globals looked up through its module, and replay verifies; then a plain
+    module after it (cuModuleLoadData, or cuModuleLoad from the file)."""
+    db = record(tmp_path, str(built / "driver_app"), f"{first}:{built / 'kernels.ptx'}",
+                f"{second}{built / 'other.ptx'}")
     assert sorted(k.name for k in db.kernels) == ["saxpy", "saxpy", "shift", "shift"]
     shifts = [i for i in db.instances if i.kernel_name == "shift"]
     assert all([g.name for g in i.prologue.globals] == ["bias"] for i in shifts)

@@ -3,7 +3,9 @@
 // its kernels with cuLaunchKernel and cuLaunchKernelEx and unloads it (a
 // later module may get the handles the driver freed); then prints a
 // checksum of the results. An image named `lib:FILE` is loaded as a library
-// (cuLibraryLoadData) and used through its module (cuLibraryGetModule).
+// (cuLibraryLoadData) and used through its module (cuLibraryGetModule);
+// `file:FILE` and `libfile:FILE` are loaded by the driver from the file
+// (cuModuleLoad, cuLibraryLoadFromFile).
 #include <cuda.h>
 
 #include <cstdint>
@@ -26,7 +28,7 @@
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: driver_app [lib:]MODULE(.ptx|.cubin|.fatbin)...\n");
+    std::fprintf(stderr, "usage: driver_app [lib:|file:|libfile:]MODULE(.ptx|.cubin|.fatbin)...\n");
     return 2;
   }
   CHECK(cuInit(0));
@@ -49,8 +51,11 @@ int main(int argc, char **argv) {
   CHECK(cuMemcpyHtoD(dy, y.data(), n * sizeof(float)));
   for (int m = 1; m < argc; ++m) {
     std::string path = argv[m];
-    bool library = path.rfind("lib:", 0) == 0;
-    std::ifstream in(library ? path.substr(4) : path, std::ios::binary);
+    size_t colon = path.find(':');
+    std::string how = colon == std::string::npos ? "" : path.substr(0, colon);
+    path = colon == std::string::npos ? path : path.substr(colon + 1);
+    bool library = how == "lib" || how == "libfile";
+    std::ifstream in(path, std::ios::binary);
     std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (image.empty()) {
       std::fprintf(stderr, "cannot read %s\n", argv[m]);
@@ -59,12 +64,17 @@ int main(int argc, char **argv) {
     image.push_back('\0'); // PTX is a C string
     CUmodule module;
     CUlibrary lib = nullptr;
-    if (library) {
+    if (how == "lib") {
       CHECK(cuLibraryLoadData(&lib, image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
-      CHECK(cuLibraryGetModule(&module, lib));
+    } else if (how == "libfile") {
+      CHECK(cuLibraryLoadFromFile(&lib, path.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+    } else if (how == "file") {
+      CHECK(cuModuleLoad(&module, path.c_str()));
     } else {
       CHECK(cuModuleLoadData(&module, image.data()));
     }
+    if (library)
+      CHECK(cuLibraryGetModule(&module, lib));
     CUfunction saxpy, shift;
     CHECK(cuModuleGetFunction(&saxpy, module, "saxpy"));
     CHECK(cuModuleGetFunction(&shift, module, "shift"));
