@@ -169,3 +169,24 @@ def test_a_cupy_raw_kernel_records_replays_tunes_and_is_served(tmp_path):
     assert out.stdout == native
     (mine,) = [k for k in json.loads(report.read_text())["kernels"] if k["kernel"] == "smooth"]
     assert mine["served"] == mine["launches"] >= 1, mine
+
+
+def test_a_triton_kernel_records_and_replays(tmp_path):
+    """Triton's cubin, compiled at run time and loaded through the driver
+    (where Triton and PyTorch are installed): recorded with the program's
+    output unchanged, and every instance bitwise with the image."""
+    pytest.importorskip("triton")
+    import sys
+
+    from conftest import ANYKERNEL, tool_env
+
+    env = tool_env(TRITON_CACHE_DIR=str(tmp_path / "triton-cache"))
+    command = [sys.executable, str(ANYKERNEL / "triton_axpy.py")]
+    native = run(command, env=env).stdout
+    db = tmp_path / "db"
+    recorded = run(["mneme", "record", "-rdb", str(db), "--kernels", "axpy", "--", *command],
+                   env=env)
+    assert recorded.stdout == native and "checksum" in native
+    kernel = RecordDB(db).kernel("axpy")
+    assert kernel.provenance in ("cubin", "ptx")
+    check(RecordDB(db))
