@@ -9,6 +9,16 @@
 
 #include <string>
 
+// The per-thread default stream's launch variants, which the recorder
+// defines too (cuda.h declares them only under CUDA_API_PER_THREAD_DEFAULT_STREAM).
+extern "C" {
+CUresult cuLaunchKernel_ptsz(CUfunction F, unsigned GridX, unsigned GridY, unsigned GridZ,
+                             unsigned BlockX, unsigned BlockY, unsigned BlockZ,
+                             unsigned SharedMem, CUstream Stream, void **Params, void **Extra);
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *Config, CUfunction F, void **Params,
+                               void **Extra);
+}
+
 namespace mneme::recorder {
 
 // One member per driver function, named without the `cu` prefix.

@@ -13,6 +13,8 @@
 
 #include <cuda.h>
 
+#include <cstring>
+
 using mneme::recorder::LaunchRequest;
 using mneme::recorder::Recorder;
 using mneme::recorder::Server;
@@ -54,6 +56,52 @@ CUresult launchThrough(const char *Api, CUfunction Function, dim3 Grid, dim3 Blo
       Server::enabled() ? Server::get().launch(R, Unserved) : Recorder::get().launch(R);
   // Served: the tuned cubin ran in its place.
   return Called ? Result : E == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
+}
+
+// On a _ptsz entry point stream 0 is the calling thread's default stream:
+// the recorder and the serving runtime get it by its explicit name.
+CUstream streamOf(const char *Api, CUstream Stream) {
+  return !Stream && std::strstr(Api, "_ptsz") ? CU_STREAM_PER_THREAD : Stream;
+}
+
+CUresult launchKernel(const char *Api, decltype(&::cuLaunchKernel) RealFn, CUfunction F,
+                      unsigned GridX, unsigned GridY, unsigned GridZ, unsigned BlockX,
+                      unsigned BlockY, unsigned BlockZ, unsigned SharedMem, CUstream Stream,
+                      void **Params, void **Extra) {
+  auto Real = [&] {
+    return RealFn(F, GridX, GridY, GridZ, BlockX, BlockY, BlockZ, SharedMem, Stream, Params,
+                  Extra);
+  };
+  // Arguments packed in one buffer are neither recorded nor served; a call
+  // made on the recorder's behalf goes straight to the driver.
+  if (Extra || !Params || Recorder::busy())
+    return Real();
+  return launchThrough(Api, F, dim3(GridX, GridY, GridZ), dim3(BlockX, BlockY, BlockZ),
+                       SharedMem, streamOf(Api, Stream), Params, dim3(0, 0, 0), false, Real);
+}
+
+CUresult launchKernelEx(const char *Api, decltype(&::cuLaunchKernelEx) RealFn,
+                        const CUlaunchConfig *Config, CUfunction F, void **Params,
+                        void **Extra) {
+  auto Real = [&] { return RealFn(Config, F, Params, Extra); };
+  if (!Config || Extra || !Params || Recorder::busy())
+    return Real();
+  dim3 Cluster(0, 0, 0);
+  bool Cooperative = false;
+  for (unsigned I = 0; I < Config->numAttrs; ++I) {
+    const CUlaunchAttribute &A = Config->attrs[I];
+    if (A.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
+      Cooperative = A.value.cooperative != 0;
+    else if (A.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+      Cluster = dim3(A.value.clusterDim.x, A.value.clusterDim.y, A.value.clusterDim.z);
+  }
+  return launchThrough(Api, F, dim3(Config->gridDimX, Config->gridDimY, Config->gridDimZ),
+                       dim3(Config->blockDimX, Config->blockDimY, Config->blockDimZ),
+                       Config->sharedMemBytes, streamOf(Api, Config->hStream), Params, Cluster,
+                       Cooperative, Real,
+                       Config->numAttrs ? "launched with attributes (cluster, priority, ...) "
+                                          "serving does not reproduce"
+                                        : nullptr);
 }
 
 // A global of a module or library looked up through Real, kept with its
@@ -175,41 +223,37 @@ CUresult cuLibraryGetGlobal(CUdeviceptr *Address, size_t *Bytes, CUlibrary Libra
 CUresult cuLaunchKernel(CUfunction F, unsigned GridX, unsigned GridY, unsigned GridZ,
                         unsigned BlockX, unsigned BlockY, unsigned BlockZ, unsigned SharedMem,
                         CUstream Stream, void **Params, void **Extra) {
-  auto Real = [&] {
-    return MNEME_DRIVER(cuLaunchKernel)(F, GridX, GridY, GridZ, BlockX, BlockY, BlockZ,
-                                        SharedMem, Stream, Params, Extra);
-  };
-  // Arguments packed in one buffer are neither recorded nor served; a call
-  // made on the recorder's behalf goes straight to the driver.
-  if (Extra || !Params || Recorder::busy())
-    return Real();
-  return launchThrough("cuLaunchKernel", F, dim3(GridX, GridY, GridZ),
-                       dim3(BlockX, BlockY, BlockZ), SharedMem, Stream, Params, dim3(0, 0, 0),
-                       false, Real);
+  return launchKernel("cuLaunchKernel", MNEME_DRIVER(cuLaunchKernel), F, GridX, GridY, GridZ,
+                      BlockX, BlockY, BlockZ, SharedMem, Stream, Params, Extra);
 }
 
 CUresult cuLaunchKernelEx(const CUlaunchConfig *Config, CUfunction F, void **Params,
                           void **Extra) {
-  auto Real = [&] { return MNEME_DRIVER(cuLaunchKernelEx)(Config, F, Params, Extra); };
-  if (!Config || Extra || !Params || Recorder::busy())
-    return Real();
-  dim3 Cluster(0, 0, 0);
-  bool Cooperative = false;
-  for (unsigned I = 0; I < Config->numAttrs; ++I) {
-    const CUlaunchAttribute &A = Config->attrs[I];
-    if (A.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
-      Cooperative = A.value.cooperative != 0;
-    else if (A.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
-      Cluster = dim3(A.value.clusterDim.x, A.value.clusterDim.y, A.value.clusterDim.z);
-  }
-  return launchThrough("cuLaunchKernelEx", F,
-                       dim3(Config->gridDimX, Config->gridDimY, Config->gridDimZ),
-                       dim3(Config->blockDimX, Config->blockDimY, Config->blockDimZ),
-                       Config->sharedMemBytes, Config->hStream, Params, Cluster, Cooperative,
-                       Real,
-                       Config->numAttrs ? "launched with attributes (cluster, priority, ...) "
-                                          "serving does not reproduce"
-                                        : nullptr);
+  return launchKernelEx("cuLaunchKernelEx", MNEME_DRIVER(cuLaunchKernelEx), Config, F, Params,
+                        Extra);
+}
+
+// The per-thread default stream's variants (what a lookup with
+// CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM answers: programs built
+// with --default-stream per-thread).
+CUresult cuLaunchKernel_ptsz(CUfunction F, unsigned GridX, unsigned GridY, unsigned GridZ,
+                             unsigned BlockX, unsigned BlockY, unsigned BlockZ,
+                             unsigned SharedMem, CUstream Stream, void **Params, void **Extra) {
+  static auto Real = reinterpret_cast<decltype(&::cuLaunchKernel)>(
+      mneme::recorder::realDriverSymbol("cuLaunchKernel_ptsz"));
+  if (!Real)
+    return CUDA_ERROR_NOT_FOUND;
+  return launchKernel("cuLaunchKernel_ptsz", Real, F, GridX, GridY, GridZ, BlockX, BlockY,
+                      BlockZ, SharedMem, Stream, Params, Extra);
+}
+
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *Config, CUfunction F, void **Params,
+                               void **Extra) {
+  static auto Real = reinterpret_cast<decltype(&::cuLaunchKernelEx)>(
+      mneme::recorder::realDriverSymbol("cuLaunchKernelEx_ptsz"));
+  if (!Real)
+    return CUDA_ERROR_NOT_FOUND;
+  return launchKernelEx("cuLaunchKernelEx_ptsz", Real, Config, F, Params, Extra);
 }
 
 CUresult cuMemAlloc(CUdeviceptr *Ptr, size_t Size) {

@@ -46,10 +46,14 @@ bool isDriver(const void *Function) {
 }
 
 void *replacementFor(const char *Name, bool PerThreadStream) {
-  // The per-thread-stream launch variants keep the driver's own; loads,
-  // lookups and allocations are the same functions either way.
-  if (!Name || (PerThreadStream && std::strncmp(Name, "cuLaunch", 8) == 0))
+  // Asked for the per-thread default stream, the launches are their _ptsz
+  // variants; loads, lookups and allocations are the same either way.
+  if (!Name)
     return nullptr;
+  if (PerThreadStream && std::strcmp(Name, "cuLaunchKernel") == 0)
+    return reinterpret_cast<void *>(&cuLaunchKernel_ptsz);
+  if (PerThreadStream && std::strcmp(Name, "cuLaunchKernelEx") == 0)
+    return reinterpret_cast<void *>(&cuLaunchKernelEx_ptsz);
   static const Replacement Table[] = {
       {"cuModuleLoad", reinterpret_cast<void *>(&cuModuleLoad)},
       {"cuLibraryLoadFromFile", reinterpret_cast<void *>(&cuLibraryLoadFromFile)},
@@ -64,6 +68,8 @@ void *replacementFor(const char *Name, bool PerThreadStream) {
       {"cuLibraryGetGlobal", reinterpret_cast<void *>(&cuLibraryGetGlobal)},
       {"cuLaunchKernel", reinterpret_cast<void *>(&cuLaunchKernel)},
       {"cuLaunchKernelEx", reinterpret_cast<void *>(&cuLaunchKernelEx)},
+      {"cuLaunchKernel_ptsz", reinterpret_cast<void *>(&cuLaunchKernel_ptsz)},
+      {"cuLaunchKernelEx_ptsz", reinterpret_cast<void *>(&cuLaunchKernelEx_ptsz)},
       {"cuMemAlloc_v2", reinterpret_cast<void *>(&cuMemAlloc)},
       {"cuMemFree_v2", reinterpret_cast<void *>(&cuMemFree)},
   };

@@ -60,10 +60,11 @@ def tune(db: RecordDB, kernel: str) -> list[dict]:
     return summaries
 
 
-@pytest.mark.parametrize("program", ["runtime_ptx", "runtime_static"])
+@pytest.mark.parametrize("program", ["runtime_ptx", "runtime_static", "runtime_static_ptsz"])
 def test_an_nvcc_build_with_ptx_records_replays_and_tunes_its_ptx(built, tmp_path, program):
     """With the shared CUDA runtime, and with the static one nvcc links by
-    default (seen through the driver's entry points)."""
+    default (seen through the driver's entry points), also with each host
+    thread's own default stream (the driver's _ptsz launches)."""
     db = record(tmp_path, str(built / program))
     assert {k.name for k in db.kernels} == {SCALE_ADD, "_Z10accumulateIdEvPT_PKS0_i"}
     assert {k.provenance for k in db.kernels} == {"ptx"}
