@@ -14,6 +14,7 @@
 #include <cuda.h>
 
 #include <cstring>
+#include <vector>
 
 using mneme::recorder::LaunchRequest;
 using mneme::recorder::Recorder;
@@ -64,6 +65,34 @@ CUstream streamOf(const char *Api, CUstream Stream) {
   return !Stream && std::strstr(Api, "_ptsz") ? CU_STREAM_PER_THREAD : Stream;
 }
 
+// Arguments packed in one buffer (`extra`: CU_LAUNCH_PARAM_BUFFER_POINTER
+// and _SIZE, as PyCUDA passes them): one pointer per parameter into it, at
+// the offsets the driver gives, so the launch is recorded and served as any
+// other. Empty when the buffer is missing, too small, or the driver cannot say.
+std::vector<void *> unpacked(CUfunction F, void **Extra) {
+  void *Buffer = nullptr;
+  size_t Size = 0;
+  for (size_t I = 0; I < 64 && Extra[I] != CU_LAUNCH_PARAM_END; I += 2) {
+    if (Extra[I] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+      Buffer = Extra[I + 1];
+    else if (Extra[I] == CU_LAUNCH_PARAM_BUFFER_SIZE && Extra[I + 1])
+      Size = *static_cast<size_t *>(Extra[I + 1]);
+  }
+  std::vector<void *> Args;
+  const mneme::recorder::Driver &Cu = mneme::recorder::driver();
+  if (!Buffer || !Cu.Loaded)
+    return Args;
+  for (size_t I = 0;; ++I) {
+    size_t Offset = 0, Bytes = 0;
+    if (Cu.FuncGetParamInfo(F, I, &Offset, &Bytes) != CUDA_SUCCESS)
+      break;
+    if (Offset + Bytes > Size)
+      return {};
+    Args.push_back(static_cast<char *>(Buffer) + Offset);
+  }
+  return Args;
+}
+
 CUresult launchKernel(const char *Api, decltype(&::cuLaunchKernel) RealFn, CUfunction F,
                       unsigned GridX, unsigned GridY, unsigned GridZ, unsigned BlockX,
                       unsigned BlockY, unsigned BlockZ, unsigned SharedMem, CUstream Stream,
@@ -72,20 +101,32 @@ CUresult launchKernel(const char *Api, decltype(&::cuLaunchKernel) RealFn, CUfun
     return RealFn(F, GridX, GridY, GridZ, BlockX, BlockY, BlockZ, SharedMem, Stream, Params,
                   Extra);
   };
-  // Arguments packed in one buffer are neither recorded nor served; a call
-  // made on the recorder's behalf goes straight to the driver.
-  if (Extra || !Params || Recorder::busy())
+  // A call made on the recorder's behalf goes straight to the driver.
+  if (Recorder::busy() || (!Params && !Extra))
     return Real();
+  std::vector<void *> Packed;
+  if (!Params) {
+    Packed = unpacked(F, Extra);
+    if (Packed.empty())
+      return Real();
+  }
   return launchThrough(Api, F, dim3(GridX, GridY, GridZ), dim3(BlockX, BlockY, BlockZ),
-                       SharedMem, streamOf(Api, Stream), Params, dim3(0, 0, 0), false, Real);
+                       SharedMem, streamOf(Api, Stream), Params ? Params : Packed.data(),
+                       dim3(0, 0, 0), false, Real);
 }
 
 CUresult launchKernelEx(const char *Api, decltype(&::cuLaunchKernelEx) RealFn,
                         const CUlaunchConfig *Config, CUfunction F, void **Params,
                         void **Extra) {
   auto Real = [&] { return RealFn(Config, F, Params, Extra); };
-  if (!Config || Extra || !Params || Recorder::busy())
+  if (!Config || Recorder::busy() || (!Params && !Extra))
     return Real();
+  std::vector<void *> Packed; // the driver gets Extra still: Real's Params stay null
+  if (!Params) {
+    Packed = unpacked(F, Extra);
+    if (Packed.empty())
+      return Real();
+  }
   dim3 Cluster(0, 0, 0);
   bool Cooperative = false;
   for (unsigned I = 0; I < Config->numAttrs; ++I) {
@@ -97,8 +138,8 @@ CUresult launchKernelEx(const char *Api, decltype(&::cuLaunchKernelEx) RealFn,
   }
   return launchThrough(Api, F, dim3(Config->gridDimX, Config->gridDimY, Config->gridDimZ),
                        dim3(Config->blockDimX, Config->blockDimY, Config->blockDimZ),
-                       Config->sharedMemBytes, streamOf(Api, Config->hStream), Params, Cluster,
-                       Cooperative, Real,
+                       Config->sharedMemBytes, streamOf(Api, Config->hStream),
+                       Params ? Params : Packed.data(), Cluster, Cooperative, Real,
                        Config->numAttrs ? "launched with attributes (cluster, priority, ...) "
                                           "serving does not reproduce"
                                         : nullptr);

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from conftest import build_anykernel, run
 
@@ -108,6 +109,24 @@ def test_a_library_s_module_is_recorded_as_the_library_s(built, tmp_path, first,
     assert sorted(k.name for k in db.kernels) == ["saxpy", "saxpy", "shift", "shift"]
     shifts = [i for i in db.instances if i.kernel_name == "shift"]
     assert all([g.name for g in i.prologue.globals] == ["bias"] for i in shifts)
+    check(db)
+
+
+def test_arguments_packed_in_extra_are_recorded(built, tmp_path):
+    """cuLaunchKernel with the arguments in one buffer (`extra`, as PyCUDA
+    passes them): recorded as any launch, and replayed bit for bit."""
+    from conftest import tool_env
+
+    command = [str(built / "driver_app"), str(built / "kernels.ptx")]
+    env = tool_env(DRIVER_APP_EXTRA="1")
+    native = run(command, env=env).stdout
+    assert native == run(command).stdout  # the same arguments either way
+    db_path = tmp_path / "db"
+    recorded = run(["mneme", "record", "-rdb", str(db_path), "--", *command], env=env)
+    assert recorded.stdout == native
+    db = RecordDB(db_path)
+    (saxpy,) = [i for i in db.instances if i.kernel_name == "saxpy"]
+    assert saxpy.api == "cuLaunchKernel" and int(saxpy.arg_as(3, np.int32)) == 1 << 20
     check(db)
 
 

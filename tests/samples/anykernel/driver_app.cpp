@@ -5,11 +5,14 @@
 // checksum of the results. An image named `lib:FILE` is loaded as a library
 // (cuLibraryLoadData) and used through its module (cuLibraryGetModule);
 // `file:FILE` and `libfile:FILE` are loaded by the driver from the file
-// (cuModuleLoad, cuLibraryLoadFromFile).
+// (cuModuleLoad, cuLibraryLoadFromFile). With DRIVER_APP_EXTRA set, saxpy's
+// arguments go packed in one buffer (`extra`), as PyCUDA passes them.
 #include <cuda.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -81,8 +84,19 @@ int main(int argc, char **argv) {
     float a = 2.5f;
     int count = n;
     void *saxpy_args[] = {&dy, &dx, &a, &count};
+    // saxpy(float *y, const float *x, float a, int n), packed as the ABI lays it out.
+    alignas(8) unsigned char packed[24];
+    std::memcpy(packed, &dy, 8);
+    std::memcpy(packed + 8, &dx, 8);
+    std::memcpy(packed + 16, &a, 4);
+    std::memcpy(packed + 20, &count, 4);
+    size_t packed_size = sizeof packed;
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, packed, CU_LAUNCH_PARAM_BUFFER_SIZE,
+                     &packed_size, CU_LAUNCH_PARAM_END};
+    bool use_extra = std::getenv("DRIVER_APP_EXTRA") != nullptr;
     for (int step = 0; step < 2; ++step)
-      CHECK(cuLaunchKernel(saxpy, n / 256, 1, 1, 256, 1, 1, 0, nullptr, saxpy_args, nullptr));
+      CHECK(cuLaunchKernel(saxpy, n / 256, 1, 1, 256, 1, 1, 0, nullptr,
+                           use_extra ? nullptr : saxpy_args, use_extra ? extra : nullptr));
     // The host rewrites a __device__ table of the module before shift reads it.
     CUdeviceptr bias;
     size_t bias_bytes = 0;
