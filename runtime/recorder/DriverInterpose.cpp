@@ -14,6 +14,7 @@
 #include <cuda.h>
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 using mneme::recorder::LaunchRequest;
@@ -65,29 +66,38 @@ CUstream streamOf(const char *Api, CUstream Stream) {
   return !Stream && std::strstr(Api, "_ptsz") ? CU_STREAM_PER_THREAD : Stream;
 }
 
-// Arguments packed in one buffer (`extra`: CU_LAUNCH_PARAM_BUFFER_POINTER
-// and _SIZE, as PyCUDA passes them): one pointer per parameter into it, at
-// the offsets the driver gives, so the launch is recorded and served as any
-// other. Empty when the buffer is missing, too small, or the driver cannot say.
-std::vector<void *> unpacked(CUfunction F, void **Extra) {
+// The arguments of a launch as one pointer per parameter. Given as such
+// (kernelParams), they are used as they are. Packed in one buffer (`extra`:
+// CU_LAUNCH_PARAM_BUFFER_POINTER and _SIZE, as PyCUDA passes them), they
+// are pointers into it at the offsets the driver gives. None at all suits
+// a kernel without parameters. Nothing (not recorded, not served) when the
+// buffer is missing or too small, the driver cannot say, or the caller gave
+// both, which the driver refuses.
+std::optional<std::vector<void *>> arguments(CUfunction F, void **Params, void **Extra) {
+  if (Params && Extra)
+    return std::nullopt;
+  if (Params)
+    return std::vector<void *>();
   void *Buffer = nullptr;
   size_t Size = 0;
-  for (size_t I = 0; I < 64 && Extra[I] != CU_LAUNCH_PARAM_END; I += 2) {
+  for (size_t I = 0; Extra && I < 64 && Extra[I] != CU_LAUNCH_PARAM_END; I += 2) {
     if (Extra[I] == CU_LAUNCH_PARAM_BUFFER_POINTER)
       Buffer = Extra[I + 1];
     else if (Extra[I] == CU_LAUNCH_PARAM_BUFFER_SIZE && Extra[I + 1])
       Size = *static_cast<size_t *>(Extra[I + 1]);
   }
-  std::vector<void *> Args;
   const mneme::recorder::Driver &Cu = mneme::recorder::driver();
-  if (!Buffer || !Cu.Loaded)
-    return Args;
-  for (size_t I = 0;; ++I) {
+  // The function itself: a library's kernel handle is not one.
+  CUfunction Function = Cu.Loaded ? registry().launched(F, true).Function : nullptr;
+  if (!Function || (Extra && !Buffer))
+    return std::nullopt;
+  std::vector<void *> Args;
+  for (size_t I = 0; I < 4096; ++I) {
     size_t Offset = 0, Bytes = 0;
-    if (Cu.FuncGetParamInfo(F, I, &Offset, &Bytes) != CUDA_SUCCESS)
+    if (Cu.FuncGetParamInfo(Function, I, &Offset, &Bytes) != CUDA_SUCCESS)
       break;
-    if (Offset + Bytes > Size)
-      return {};
+    if (!Extra || Offset + Bytes > Size)
+      return std::nullopt; // parameters, but no arguments (or too few bytes) for them
     Args.push_back(static_cast<char *>(Buffer) + Offset);
   }
   return Args;
@@ -102,16 +112,13 @@ CUresult launchKernel(const char *Api, decltype(&::cuLaunchKernel) RealFn, CUfun
                   Extra);
   };
   // A call made on the recorder's behalf goes straight to the driver.
-  if (Recorder::busy() || (!Params && !Extra))
+  if (Recorder::busy())
     return Real();
-  std::vector<void *> Packed;
-  if (!Params) {
-    Packed = unpacked(F, Extra);
-    if (Packed.empty())
-      return Real();
-  }
+  std::optional<std::vector<void *>> Packed = arguments(F, Params, Extra);
+  if (!Packed)
+    return Real();
   return launchThrough(Api, F, dim3(GridX, GridY, GridZ), dim3(BlockX, BlockY, BlockZ),
-                       SharedMem, streamOf(Api, Stream), Params ? Params : Packed.data(),
+                       SharedMem, streamOf(Api, Stream), Params ? Params : Packed->data(),
                        dim3(0, 0, 0), false, Real);
 }
 
@@ -119,14 +126,12 @@ CUresult launchKernelEx(const char *Api, decltype(&::cuLaunchKernelEx) RealFn,
                         const CUlaunchConfig *Config, CUfunction F, void **Params,
                         void **Extra) {
   auto Real = [&] { return RealFn(Config, F, Params, Extra); };
-  if (!Config || Recorder::busy() || (!Params && !Extra))
+  if (!Config || Recorder::busy())
     return Real();
-  std::vector<void *> Packed; // the driver gets Extra still: Real's Params stay null
-  if (!Params) {
-    Packed = unpacked(F, Extra);
-    if (Packed.empty())
-      return Real();
-  }
+  // The driver gets the caller's arguments still; these are the recorder's.
+  std::optional<std::vector<void *>> Packed = arguments(F, Params, Extra);
+  if (!Packed)
+    return Real();
   dim3 Cluster(0, 0, 0);
   bool Cooperative = false;
   for (unsigned I = 0; I < Config->numAttrs; ++I) {
@@ -139,7 +144,7 @@ CUresult launchKernelEx(const char *Api, decltype(&::cuLaunchKernelEx) RealFn,
   return launchThrough(Api, F, dim3(Config->gridDimX, Config->gridDimY, Config->gridDimZ),
                        dim3(Config->blockDimX, Config->blockDimY, Config->blockDimZ),
                        Config->sharedMemBytes, streamOf(Api, Config->hStream),
-                       Params ? Params : Packed.data(), Cluster, Cooperative, Real,
+                       Params ? Params : Packed->data(), Cluster, Cooperative, Real,
                        Config->numAttrs ? "launched with attributes (cluster, priority, ...) "
                                           "serving does not reproduce"
                                         : nullptr);

@@ -136,8 +136,11 @@ void substitute(const char *Symbol, void **Function, int CudaVersion, cuuint64_t
   if ((Name == "cuMemAlloc" || Name == "cuMemFree" || Name == "cuModuleGetGlobal") &&
       CudaVersion >= 3020)
     Name += "_v2";
-  if (void *Ours = replacementFor(Name.c_str(),
-                                  Flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
+  // The per-thread default stream's launch only where the driver answered
+  // with it (not for a legacy-stream request, nor before CUDA 7).
+  bool PerThread = (Flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) &&
+                   !(Flags & CU_GET_PROC_ADDRESS_LEGACY_STREAM) && CudaVersion >= 7000;
+  if (void *Ours = replacementFor(Name.c_str(), PerThread))
     *Function = Ours;
 }
 
