@@ -4,9 +4,9 @@ The work is the native launcher's (runtime/launcher: the options, the
 database, the preload, the signals): a plain `mneme record` execs it at
 once, so no interpreter stays between the user and the application and
 recording's fixed start is the launcher's few milliseconds. The options and
-`mneme record --help` are typer's, as every command's (typer_app.record,
-which runs the launcher too; tests/cli/test_cli.py checks both take the same
-flags).
+`mneme record --help` are typer's, as every command's (typer_app.record
+runs the launcher too, through mneme_cc.record.run_recorded;
+tests/cli/test_cli.py checks both take the same flags).
 """
 
 from __future__ import annotations
@@ -45,10 +45,3 @@ def main(argv: list[str]) -> int:
         print(f"mneme: error: cannot run the recorder's launcher {path}: {exc.strerror}",
               file=sys.stderr)
     return EXIT_USAGE
-
-
-def run(argv: list[str]) -> int:
-    """Runs the launcher as a child; its exit status (the application's)."""
-    import subprocess
-
-    return subprocess.run([launcher(), *argv]).returncode

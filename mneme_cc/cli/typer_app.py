@@ -23,7 +23,6 @@ from mneme_cc.cli import (
     inspect_command,
     ls_command,
     merge_command,
-    record_command,
     replay_command,
     report_command,
     run_command,
@@ -97,12 +96,13 @@ def _record(
                                                "time went.")] = False,
 ) -> None:
     """Run APP with the recorder; selected kernel launches are stored in DIR."""
-    given = {"--kernels": kernels, "--vass": vass, "--va-base": va_base, "--ranks": ranks,
-             "--chunk-size": chunk_size, "--zstd-level": zstd_level}
-    argv = ["-rdb", str(database), "--skip", str(skip), "--max-instances", str(max_instances)]
-    argv += [f"{flag}={value}" for flag, value in given.items() if value is not None]
-    raise typer.Exit(record_command.run([*argv, *(["-v"] if verbose else []), "--",
-                                         *(command or [])]))
+    from mneme_cc.record.launcher import RecordSettings, run_recorded
+
+    settings = RecordSettings(database, kernels=kernels, skip=skip,
+                              max_instances=max_instances, vass=vass, va_base=va_base,
+                              ranks=ranks, chunk_size=chunk_size, zstd_level=zstd_level,
+                              verbose=verbose)
+    raise typer.Exit(run_recorded(settings, command or []))
 
 
 @app.command("run", context_settings=_PASS_THROUGH)

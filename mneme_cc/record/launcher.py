@@ -32,11 +32,13 @@ _NOT_BUILT = ("the recorder was not built (the CUDA toolkit was missing when mne
 
 class RecordSettings:
     """`mneme record`'s options, for running it from Python; the native
-    launcher checks them (runtime/launcher/RecordOptions.cpp)."""
+    launcher checks them (runtime/launcher/RecordOptions.cpp). Sizes and the
+    base address are numbers or what the command line takes ("256G", "0x...")."""
 
     def __init__(self, database: Path, kernels: str | None = None, skip: int = 0,
-                 max_instances: int = 4, vass: int | None = None, va_base: int | None = None,
-                 ranks: str | None = None, chunk_size: int | None = None,
+                 max_instances: int = 4, vass: int | str | None = None,
+                 va_base: int | str | None = None,
+                 ranks: str | None = None, chunk_size: int | str | None = None,
                  zstd_level: int | None = None, verbose: bool = False):
         self.database = Path(database)
         self.kernels, self.skip, self.max_instances = kernels, skip, max_instances
@@ -49,7 +51,8 @@ class RecordSettings:
     def arguments(self) -> list[str]:
         """The launcher's command line for these settings (before `--`)."""
         given = {"--kernels": self.kernels, "--vass": self.vass,
-                 "--va-base": hex(self.va_base) if self.va_base is not None else None,
+                 "--va-base": hex(self.va_base) if isinstance(self.va_base, int)
+                 else self.va_base,
                  "--ranks": self.ranks, "--chunk-size": self.chunk_size,
                  "--zstd-level": self.zstd_level}
         argv = ["-rdb", str(self.database), "--skip", str(self.skip),
