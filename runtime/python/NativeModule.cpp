@@ -8,7 +8,6 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <regex>
 
 #include <zstd.h>
 
@@ -147,17 +146,6 @@ void initDatabase(const std::string &Dir) {
     throw nb::value_error(Error.c_str());
 }
 
-// The recorder selects kernels with std::regex (ECMAScript): a pattern is
-// checked by the same engine before the application starts.
-std::string regexError(const std::string &Pattern) {
-  try {
-    std::regex Checked(Pattern, std::regex::ECMAScript);
-  } catch (const std::regex_error &E) {
-    return E.what();
-  }
-  return "";
-}
-
 // A zstd frame of known decompressed size (a compressed fatbinary entry).
 // The size is checked against the frame's own header before anything is
 // allocated: both come from an untrusted file.
@@ -210,8 +198,6 @@ NB_MODULE(_native, m) {
   m.def("init_database", &initDatabase, nb::arg("dir"),
         "Create or open a record database (index/, chunks/, database.json).");
   m.attr("DATABASE_MARKER") = store::databaseMarker();
-  m.def("regex_error", &regexError, nb::arg("pattern"),
-        "Why the recorder's regex engine (ECMAScript) refuses a pattern; empty if it does not.");
   m.def("write_file_atomic", &writeFileAtomic, nb::arg("path"), nb::arg("data"),
         nb::arg("exclusive") = false,
         "Write through a temporary file and a rename (or link, if exclusive).");
