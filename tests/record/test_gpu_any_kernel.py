@@ -28,7 +28,8 @@ SCALE_ADD = "_Z9scale_addPfPKffi"
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     return build_anykernel(tmp_path_factory.mktemp("anykernel"), "runtime_ptx", "runtime_cubin",
-                           "runtime_static", "driver_app", "kernels.ptx", "kernels.cubin", "kernels.fatbin")
+                           "runtime_static", "runtime_static_ptsz", "driver_app", "kernels.ptx",
+                           "other.ptx", "kernels.cubin", "kernels.fatbin")
 
 
 def record(tmp_path, *command: str) -> RecordDB:

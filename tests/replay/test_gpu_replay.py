@@ -10,6 +10,8 @@ every instance reproduced.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from conftest import ARGS, EXAMPLE_NAMES, run, tool_env
@@ -216,8 +218,9 @@ def test_a_failure_that_only_fuses_other_products_is_a_numerics_change(example_b
         specialised = replayer.replay(build.baseline_config(specialize_args=(5,), **quick))
         assert not specialised.verified and specialised.numerics == [probe.REASON]
         assert specialised.failure.startswith("numerics-changing: fuses other multiply-adds")
-        planted = replayer.replay(ReplayConfig(
-            pipeline="sroa,instcombine,mneme-drop-store,instcombine", **quick))
+        planted = replayer.replay(dataclasses.replace(
+            build.baseline_config(**quick),
+            pipeline="sroa,instcombine,mneme-drop-store,instcombine"))
         assert not planted.verified and planted.numerics == []
         assert "a miscompile" in planted.failure
         assert replayer.replay(ReplayConfig(baseline="ir", **quick)).verified
