@@ -2,8 +2,10 @@
 
 Four parts, each run alternately with native so that drift hits both sides:
 
-- the fixed start: `mneme record -- true` against `true` (the entry point,
-  the native launcher, the database, the preloaded recorder's start and end);
+- the fixed start: `mneme record -- true` and `mneme-record -- true` (the
+  launcher as the environment's command, no Python) against `true`: the
+  entry point, the native launcher, the database, the preloaded recorder's
+  start and end;
 - each application given: median wall time recorded (default options, a
   fresh database each run) / native, its instances and snapshot bytes, and
   where the recorder's time went (its `-v` summary); then the median and
@@ -26,6 +28,7 @@ import shlex
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -42,6 +45,7 @@ NONE = "--kernels=^$"  # a filter no kernel name matches
 class Runner:
     def __init__(self, scratch: Path):
         self.scratch, self.serial = scratch, 0
+        self.command = ["mneme", "record"]
 
     def native(self, app: list[str]) -> tuple[float, str]:
         start = time.perf_counter()
@@ -52,7 +56,7 @@ class Runner:
         self.serial += 1
         db = self.scratch / f"db{self.serial}"
         start = time.perf_counter()
-        proc = subprocess.run(["mneme", "record", "-rdb", str(db), *flags, "--", *app],
+        proc = subprocess.run([*self.command, "-rdb", str(db), *flags, "--", *app],
                               capture_output=True, text=True, check=True)
         return time.perf_counter() - start, proc.stdout, proc.stderr, db
 
@@ -76,12 +80,19 @@ def alternate(runner: Runner, app: list[str], repeats: int, *flags: str):
 
 
 def fixed_start(runner: Runner, repeats: int) -> None:
-    native, recorded, _, _ = alternate(runner, ["true"], repeats)
-    _, _, err, _ = runner.recorded(["true"], "-v")
-    cpu = re.search(r"([\d.]+) ms of CPU in mneme record", err)
-    print(f"fixed start: {1e3 * (statistics.median(recorded) - statistics.median(native)):.1f} ms "
-          f"(median of {repeats}; mneme record -- true against true; the entry point and "
-          f"launcher used {cpu.group(1) if cpu else '?'} ms of CPU)")
+    python = statistics.median(runner.native([sys.executable, "-c", "pass"])[0]
+                               for _ in range(repeats))
+    for command in (["mneme", "record"], ["mneme-record"]):
+        runner.command = command
+        native, recorded, _, _ = alternate(runner, ["true"], repeats)
+        _, _, err, _ = runner.recorded(["true"], "-v")
+        cpu = re.search(r"([\d.]+) ms of CPU in mneme record", err)
+        print(f"fixed start of {' '.join(command)}: "
+              f"{1e3 * (statistics.median(recorded) - statistics.median(native)):.1f} ms "
+              f"(median of {repeats}, against true; {cpu.group(1) if cpu else '?'} ms of CPU "
+              "before the application starts)")
+    runner.command = ["mneme", "record"]
+    print(f"  the Python interpreter's own start (python -c pass): {1e3 * python:.1f} ms")
 
 
 def application(runner: Runner, app: list[str], repeats: int) -> float:

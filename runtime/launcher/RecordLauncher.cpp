@@ -7,6 +7,7 @@
 #include "mneme/SnapshotStore.h"
 
 #include <cerrno>
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +39,26 @@ int fail(const std::string &Message) {
 std::string directoryOf(const std::string &Path) {
   size_t Slash = Path.rfind('/');
   return Slash == std::string::npos ? "." : Path.substr(0, Slash);
+}
+
+// The recorder is installed beside the launcher in mneme_cc/lib; the copy of
+// the launcher in the environment's scripts directory (<prefix>/bin) finds it
+// in that environment's package directory.
+std::string findRecorder(const std::string &Directory) {
+  const std::string Package = "/mneme_cc/lib/" MNEME_RECORDER_FILE;
+  const std::string Candidates[] = {
+      Directory + "/" MNEME_RECORDER_FILE,
+      Directory + "/../lib/" MNEME_PYTHON_DIR "/site-packages" + Package,
+      Directory + "/../lib/" MNEME_PYTHON_DIR "/dist-packages" + Package,
+      Directory + "/../lib/python3/dist-packages" + Package,
+      Directory + "/.." + Package, // pip install --target DIR: DIR/bin beside DIR/mneme_cc
+  };
+  for (const std::string &Path : Candidates) {
+    char Real[PATH_MAX];
+    if (access(Path.c_str(), R_OK) == 0 && realpath(Path.c_str(), Real))
+      return Real;
+  }
+  return "";
 }
 
 std::string absolute(const std::string &Path) {
@@ -259,13 +280,14 @@ int main(int Argc, char **Argv) {
   std::string Program = findProgram(O.Command[0]);
   if (Program.empty())
     return fail(O.Command[0] + ": no such program (or not executable)");
-  // The recorder is installed beside this launcher.
   char Self[4096];
   ssize_t N = readlink("/proc/self/exe", Self, sizeof Self - 1);
-  std::string Recorder = directoryOf(N > 0 ? std::string(Self, N) : absolute(Argv[0])) +
-                         "/" MNEME_RECORDER_FILE;
-  if (access(Recorder.c_str(), R_OK) != 0)
-    return fail("the recorder " + Recorder + " is missing: reinstall mneme-cc");
+  std::string Recorder = findRecorder(directoryOf(N > 0 ? std::string(Self, N)
+                                                         : absolute(Argv[0])));
+  if (Recorder.empty())
+    return fail("the recorder " MNEME_RECORDER_FILE " is not beside " +
+                std::string(N > 0 ? std::string(Self, N) : Argv[0]) +
+                " nor in the mneme_cc package of its environment: reinstall mneme-cc");
   if (Recorder.find_first_of(" :") != std::string::npos) // LD_PRELOAD splits there
     return fail("the recorder " + Recorder + " lies under a path with a space or a colon, "
                 "which LD_PRELOAD cannot name: install mneme-cc elsewhere");

@@ -32,10 +32,6 @@ bool DeviceSnapshot::init(std::string &Error, uint64_t PieceBytes) {
                "finding the hash kernel", Error) &&
          check(D.ModuleGetFunction(&HoldKernel, Module, "mneme_hold"),
                "finding the hold kernel", Error) &&
-         check(D.MemAllocHost(reinterpret_cast<void **>(&Staging[0]), StagingBytes),
-               "allocating pinned staging memory", Error) &&
-         check(D.MemAllocHost(reinterpret_cast<void **>(&Staging[1]), StagingBytes),
-               "allocating pinned staging memory", Error) &&
          check(D.EventCreate(&Copied[0], CU_EVENT_DISABLE_TIMING), "creating an event", Error) &&
          check(D.EventCreate(&Copied[1], CU_EVENT_DISABLE_TIMING), "creating an event", Error);
 }
@@ -112,9 +108,23 @@ bool DeviceSnapshot::wait(std::string &Error) {
 
 void DeviceSnapshot::release(CUdeviceptr Copy) { driver().MemFreeAsync(Copy, Stream); }
 
+// Pinned memory costs about 0.5 ms per MiB to allocate and free, so the
+// halves come with the first copy through them: a recording whose copies
+// all go through device staging never pays for them.
+bool DeviceSnapshot::pinStaging(std::string &Error) {
+  const Driver &D = driver();
+  for (char *&Half : Staging)
+    if (!Half && !check(D.MemAllocHost(reinterpret_cast<void **>(&Half), StagingBytes),
+                        "allocating pinned staging memory", Error))
+      return false;
+  return true;
+}
+
 bool DeviceSnapshot::copyToHost(uint64_t Address, uint64_t Size, char *Dst,
                                 std::string &Error) {
   const Driver &D = driver();
+  if (!pinStaging(Error))
+    return false;
   const uint64_t Pieces = (Size + StagingBytes - 1) / StagingBytes;
   auto Length = [&](uint64_t K) { return std::min(StagingBytes, Size - K * StagingBytes); };
   for (uint64_t K = 0; K <= Pieces; ++K) {

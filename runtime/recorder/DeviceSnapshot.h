@@ -44,12 +44,15 @@ public:
   void release(CUdeviceptr Copy);
 
 private:
+  bool pinStaging(std::string &Error);
+
   CUstream Stream = nullptr;
   CUfunction Kernel = nullptr;
   CUfunction HoldKernel = nullptr;
   CUdeviceptr Digests = 0;
   uint64_t DigestCapacity = 0;
-  // Two pinned halves: the DMA into one overlaps the copy out of the other.
+  // Two pinned halves (from the first copy to the host on): the DMA into
+  // one overlaps the copy out of the other.
   char *Staging[2] = {nullptr, nullptr};
   CUevent Copied[2] = {nullptr, nullptr};
   Digest *HostDigests = nullptr;

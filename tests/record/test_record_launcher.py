@@ -39,6 +39,26 @@ def test_the_application_is_the_launcher_s_child_and_no_python_stays(tmp_path):
     assert comm == "mneme-record" and exe == str(build_info().launcher)
 
 
+def test_the_environment_s_mneme_record_command_is_the_launcher(tmp_path):
+    """The scripts directory's `mneme-record` takes `mneme record`'s options
+    with no interpreter's start; it finds the recorder in its environment's
+    package, and a copy outside any environment says it cannot."""
+    import shutil
+    import sysconfig
+
+    command = Path(sysconfig.get_path("scripts")) / "mneme-record"
+    proc = run([str(command), "-rdb", str(tmp_path / "db"), "--", "sh", "-c",
+                "echo $LD_PRELOAD"])
+    assert proc.stdout.split(":")[0].strip() == str(build_info().recorder.resolve())
+    assert (tmp_path / "db" / "database.json").is_file()
+    stray = tmp_path / "elsewhere" / "mneme-record"
+    stray.parent.mkdir()
+    shutil.copy2(command, stray)
+    proc = run([str(stray), "-rdb", str(tmp_path / "db2"), "--", "true"], check=False)
+    assert proc.returncode == 2 and proc.stderr.startswith("mneme: error: the recorder ")
+    assert "reinstall mneme-cc" in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
 def test_the_application_gets_the_signals_python_ignores_back(tmp_path):
     """Python ignores SIGPIPE and SIGXFSZ; the application under `mneme record`
     gets them as it would from the shell (a pipe's reader leaving ends a writer)."""
