@@ -139,6 +139,11 @@ def main() -> None:
     parser.add_argument("--launches", default="50000,150000",
                         help="the sample's two launch counts (default 50000,150000)")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--command", default="mneme record",
+                        help="how the applications are recorded: 'mneme record' (default) "
+                             "or 'mneme-record', the launcher without Python's start")
+    parser.add_argument("--no-fixed-start", action="store_true",
+                        help="skip the fixed start's measurement")
     args = parser.parse_args()
     apps = [shlex.split(a) for a in args.apps]
     if args.suite:
@@ -147,7 +152,9 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="mneme-bench-"))
     try:
         runner = Runner(scratch)
-        fixed_start(runner, max(args.repeats, 11))
+        if not args.no_fixed_start:
+            fixed_start(runner, max(args.repeats, 11))
+        runner.command = args.command.split()
         ratios = [application(runner, [str(Path(a[0]).resolve()), *a[1:]], args.repeats)
                   for a in apps]
         if ratios:
