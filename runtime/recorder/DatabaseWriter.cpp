@@ -58,8 +58,12 @@ void DatabaseWriter::submit(std::unique_ptr<InstanceJob> Job) {
   Changed.notify_all();
 }
 
-void DatabaseWriter::drain() {
+void DatabaseWriter::drain(unsigned MoreThreads) {
   std::unique_lock<std::mutex> G(Lock);
+  if (Tasks.empty() && ToFetch.empty())
+    MoreThreads = 0;
+  for (unsigned I = 0; I < MoreThreads; ++I)
+    Threads.emplace_back([this] { compressLoop(); });
   Changed.wait(G, [&] { return Jobs.empty(); });
 }
 

@@ -62,7 +62,9 @@ public:
   ~DatabaseWriter(); // waits for everything submitted
   // Queues an instance; blocks while too much host memory is pending.
   void submit(std::unique_ptr<InstanceJob> Job);
-  void drain();
+  // Waits for every job submitted; MoreThreads compressing threads are
+  // added first where chunks are still queued (they stay for later jobs).
+  void drain(unsigned MoreThreads = 0);
   bool failed() const { return Failed; }
   uint64_t committed() const { return Committed; }
 

@@ -55,9 +55,10 @@ public:
   void start(int ZstdLevel, unsigned Threads);
   bool started() const { return Writer != nullptr; }
   bool failed() const { return Writer && Writer->failed(); }
-  void drain() {
+  // Waits for everything queued; MoreThreads join the compression first.
+  void drain(unsigned MoreThreads = 0) {
     if (Writer)
-      Writer->drain();
+      Writer->drain(MoreThreads);
   }
   uint64_t committed() const { return Writer->committed(); }
 

@@ -6,6 +6,7 @@
 #include "Registry.h"
 
 #include <cxxabi.h>
+#include <sched.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -46,6 +47,14 @@ struct IdentityHash {
 
 namespace {
 thread_local bool InRecorder = false;
+
+// The processors this process may run on (a batch job's share, not the node's).
+unsigned usableProcessors() {
+  cpu_set_t Set;
+  if (sched_getaffinity(0, sizeof Set, &Set) == 0 && CPU_COUNT(&Set) > 0)
+    return static_cast<unsigned>(CPU_COUNT(&Set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 } // namespace
 
 bool Recorder::busy() { return InRecorder; }
@@ -118,8 +127,8 @@ bool Recorder::begin() {
   if (driver().DeviceGetName(Name, sizeof Name, Device) == CUDA_SUCCESS)
     DeviceName = Name;
   Capture.start(Context);
-  unsigned Threads = std::min(8u, std::max(1u, std::thread::hardware_concurrency() / 2));
-  Instances.start(O.ZstdLevel, Threads);
+  WriterThreads = std::min(8u, std::max(1u, usableProcessors() / 2));
+  Instances.start(O.ZstdLevel, WriterThreads);
   State = Mode::Recording;
   return true;
 }
@@ -403,7 +412,10 @@ void Recorder::finish() {
     return;
   Finished = true;
   double T0 = now();
-  Instances.drain();
+  // The application is done with the processors: every one it may use
+  // compresses what is still queued.
+  unsigned All = usableProcessors();
+  Instances.drain(All > WriterThreads ? All - WriterThreads : 0);
   double Wait = now() - T0;
   if (options().Verbose || InstancesQueued)
     report("recorded " + std::to_string(Instances.committed()) + " instance(s) into " +

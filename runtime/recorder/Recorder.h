@@ -98,6 +98,7 @@ private:
   // start (the VA window's reservation among it), deciding not to record.
   double SubmitSeconds = 0, StartSeconds = 0, WindowSeconds = 0, PassOnSeconds = 0;
   uint64_t PassedOn = 0;
+  unsigned WriterThreads = 1; // compressing while the application runs
 
   // Stream-ordered frees land here from a host callback, which must not
   // take Lock (it runs while the host thread may wait on the device).
