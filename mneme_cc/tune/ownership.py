@@ -77,3 +77,16 @@ def reclaim_stale(study, storage, owner: dict[str, Any]) -> int:
         if "fixed_params" in t.system_attrs:
             study.enqueue_trial(t.system_attrs["fixed_params"])
     return sum("stale" in t.user_attrs for t in study.get_trials(deepcopy=False))
+
+
+def start_owned_trial(study, storage, study_id: int, params: dict[str, Any],
+                      distributions: dict[str, Any], owner: dict[str, Any]):
+    """A RUNNING trial with values the tuner chose itself (a local step), in
+    one storage write: enqueueing, asking and suggesting each parameter
+    would cost a write each. An optuna.trial.Trial, told as any other."""
+    import optuna
+
+    frozen = optuna.trial.create_trial(state=optuna.trial.TrialState.RUNNING, params=params,
+                                       distributions=distributions,
+                                       user_attrs={"owner": owner})
+    return optuna.trial.Trial(study, storage.create_new_trial(study_id, template_trial=frozen))

@@ -154,6 +154,22 @@ class SearchSpace:
                 params[dim.name] = trial.suggest_categorical(dim.name, dim.choices)
         return params
 
+    def distributions(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The Optuna distribution of each of `params` (what sample() asks with)."""
+        from optuna import distributions as d
+
+        out: dict[str, Any] = {}
+        for dim in self.dimensions():
+            if dim.name not in params:
+                continue
+            if isinstance(dim, Int):
+                out[dim.name] = d.IntDistribution(dim.low, dim.high, log=dim.log, step=dim.step)
+            elif isinstance(dim, Real):
+                out[dim.name] = d.FloatDistribution(dim.low, dim.high, log=dim.log)
+            else:
+                out[dim.name] = d.CategoricalDistribution(dim.choices)
+        return out
+
     def combinations(self) -> Iterator[dict[str, Any]]:
         """Every set of parameter values, with `when` honoured (discrete spaces
         only), generated in order: the last dimension varies fastest."""

@@ -30,7 +30,7 @@ from mneme_cc.tune.bitwise import keep_numerics
 from mneme_cc.tune.executor import ReplayExecutor, TrialResult
 from mneme_cc.tune.exhaustive import is_queued, queue_combinations
 from mneme_cc.tune.feasibility import FaultingGeometries, Need, infeasible
-from mneme_cc.tune.ownership import reclaim_stale, this_process
+from mneme_cc.tune.ownership import reclaim_stale, start_owned_trial, this_process
 from mneme_cc.tune.presets import load_space
 from mneme_cc.tune.properties import DeviceProperties
 from mneme_cc.tune.samplers import OBJECTIVES, make_sampler
@@ -314,16 +314,17 @@ class Tuner:
 
     def _ask_one(self, ex, in_flight: dict) -> None:
         step = self.local and self.local.propose(self.counts[oc.VERIFIED], self._untried)
-        if step:  # Optuna hands an enqueued trial out without sampling
-            self.study.enqueue_trial(step, skip_if_exists=False)
-        trial = self.study.ask()
-        trial.set_user_attr("owner", self.owner)  # a later start reclaims it
-        params = self.space.sample(trial)
+        if step:  # one write, where an enqueued trial's ask and suggests cost one each
+            trial, params = start_owned_trial(self.study, self.storage, self.study_id, step,
+                                              self.space.distributions(step), self.owner), step
+        else:
+            trial = self.study.ask()
+            trial.set_user_attr("owner", self.owner)  # a later start reclaims it
+            params = self.space.sample(trial)
         reason = self.space.constraints(params)
         if self.settings.sampler == "exhaustive" and not is_queued(self.storage, self.study_id,
                                                                        trial):
-            # Another process took the last queued combination between our
-            # look at the queue and our ask.
+            # Another process took the last queued combination since our look.
             reason = "exhaustive: the queue was empty"
         if reason:
             trial.set_user_attr("constraint", reason)

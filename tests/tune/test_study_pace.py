@@ -129,3 +129,28 @@ def test_a_sampler_that_repeats_itself_is_asked_less(instance):
     for _ in range(100):
         steps.sampled(repeated=False)
     assert steps.repeats < 0.01
+
+
+def test_a_local_step_is_one_trial_as_the_sampler_would_have_made_it(instance, tmp_path):
+    """A step the tuner chose is created RUNNING in one write, with the
+    distributions the space's suggests record and the owner a later start
+    reclaims by; it is told as any other trial."""
+    from mneme_cc.tune.ownership import start_owned_trial, this_process
+    from mneme_cc.tune.storage import open_storage
+
+    storage = open_storage(None, tmp_path)
+    for name in ("standard", "auto"):
+        study = optuna.create_study(storage=storage, sampler=optuna.samplers.RandomSampler(2))
+        study_id = storage.get_study_id_from_name(study.study_name)
+        space = load_space(name, instance, H100)
+        sampled = study.ask()
+        params = space.sample(sampled)
+        study.tell(sampled, 1.0)
+        step = start_owned_trial(study, storage, study_id, params, space.distributions(params),
+                                 this_process())
+        (frozen,) = [t for t in study.get_trials() if t.number == step.number]
+        assert frozen.state == optuna.trial.TrialState.RUNNING
+        assert frozen.params == params and frozen.user_attrs["owner"] == this_process()
+        assert frozen.distributions == study.trials[sampled.number].distributions
+        study.tell(step, 0.5)
+        assert [t.state.name for t in study.trials] == ["COMPLETE"] * 2
