@@ -48,6 +48,9 @@ def tune(
                                            "a Pareto front.")] = "time",
     workers: Annotated[Optional[int], typer.Option(help="Compile processes (default: cores).")]
     = None,
+    askers: Annotated[Optional[int], typer.Option(
+        help="Processes asking the sampler beside the loop (default: 2 with 12 cores or "
+             "more, 1 with 8-11, none below; 0: the loop asks by itself).")] = None,
     devices: Annotated[str, typer.Option(help="GPU ordinals, e.g. 0,1.")] = "0",
     storage: Annotated[Optional[str], typer.Option(help="Optuna storage URL or journal file "
                                                    "(default: a journal file in the study's "
@@ -87,7 +90,8 @@ def tune(
         raise UsageError(f"unknown sampler '{sampler}': use one of {', '.join(SAMPLERS)}")
     _check_counts(trials=trials, timeout=timeout, trial_timeout=trial_timeout,
                   compile_timeout=compile_timeout,
-                  workers=workers, seed=seed, iterations=iterations, warmup=warmup)
+                  workers=workers, seed=seed, iterations=iterations, warmup=warmup,
+                  askers=askers)
     instances = _instances(database, rid, kernel)
     if len(instances) > 1 and (study or out):
         raise UsageError("--study and --out name one study: choose one instance with -rid")
@@ -97,6 +101,7 @@ def tune(
         settings = TuneSettings(
             space=space, sampler=sampler, trials=trials, timeout=timeout,
             objectives=objectives, devices=_devices(devices), compile_workers=workers,
+            askers=askers,
             trial_timeout=trial_timeout, compile_timeout=compile_timeout,
             iterations=iterations, warmup=warmup, storage=storage,
             study_name=study, resume=resume, seed=seed, out_dir=out,
@@ -110,7 +115,7 @@ def tune(
 
 
 def _check_counts(*, trials, timeout, trial_timeout, compile_timeout, workers, seed, iterations,
-                  warmup) -> None:
+                  warmup, askers=None) -> None:
     from mneme_cc.errors import UsageError
 
     if trials < 1:
@@ -119,7 +124,7 @@ def _check_counts(*, trials, timeout, trial_timeout, compile_timeout, workers, s
                           ("--compile-timeout", compile_timeout)):
         if seconds is not None and not seconds > 0:
             raise UsageError(f"{flag} must be a positive number of seconds, not {seconds}")
-    for flag, value, least in (("--workers", workers, 1), ("--seed", seed, 0),
+    for flag, value, least in (("--workers", workers, 1), ("--seed", seed, 0), ("--askers", askers, 0),
                                ("--iterations", iterations, 1), ("--warmup", warmup, 0)):
         if value is not None and value < least:
             raise UsageError(f"{flag} must be at least {least}, not {value}")

@@ -18,6 +18,7 @@ class TuneSettings:
     objectives: list[str] = field(default_factory=lambda: ["time"])
     devices: list[int] = field(default_factory=lambda: [0])
     compile_workers: int | None = None
+    askers: int | None = None              # processes asking the sampler; None: by the cores
     trial_timeout: float = 60.0
     compile_timeout: float = 60.0          # seconds one compile may take
     iterations: int | None = None          # None: from the kernel's time (timed_launches)

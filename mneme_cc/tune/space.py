@@ -91,6 +91,22 @@ def exists(dim: Dimension, params: dict[str, Any]) -> bool:
     return name in params and params[name] in values
 
 
+def sample_dimensions(dimensions: Sequence[Dimension], trial) -> dict[str, Any]:
+    """Values for every one of `dimensions` that exists, asked of an Optuna trial."""
+    params: dict[str, Any] = {}
+    for dim in dimensions:
+        if not exists(dim, params):
+            continue
+        if isinstance(dim, Int):
+            params[dim.name] = trial.suggest_int(dim.name, dim.low, dim.high, step=dim.step,
+                                                 log=dim.log)
+        elif isinstance(dim, Real):
+            params[dim.name] = trial.suggest_float(dim.name, dim.low, dim.high, log=dim.log)
+        else:
+            params[dim.name] = trial.suggest_categorical(dim.name, dim.choices)
+    return params
+
+
 class SearchSpace:
     """A space over one recorded instance on one kind of GPU. Subclass it:
     `dimensions()` and `fields(params)`, optionally `constraints(params)`."""
@@ -141,18 +157,7 @@ class SearchSpace:
 
     def sample(self, trial) -> dict[str, Any]:
         """Values for every parameter that exists, asked of an Optuna trial."""
-        params: dict[str, Any] = {}
-        for dim in self.dimensions():
-            if not exists(dim, params):
-                continue
-            if isinstance(dim, Int):
-                params[dim.name] = trial.suggest_int(dim.name, dim.low, dim.high, step=dim.step,
-                                                     log=dim.log)
-            elif isinstance(dim, Real):
-                params[dim.name] = trial.suggest_float(dim.name, dim.low, dim.high, log=dim.log)
-            else:
-                params[dim.name] = trial.suggest_categorical(dim.name, dim.choices)
-        return params
+        return sample_dimensions(self.dimensions(), trial)
 
     def distributions(self, params: dict[str, Any]) -> dict[str, Any]:
         """The Optuna distribution of each of `params` (what sample() asks with)."""

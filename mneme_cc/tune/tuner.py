@@ -24,8 +24,7 @@ from mneme_cc.errors import UsageError
 from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.compiling.compiler import application_assembler
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.tune import need_optuna, neighbours, warm_start
-from mneme_cc.tune import verdict as verdicts
+from mneme_cc.tune import askers, need_optuna, neighbours, summaries, warm_start
 from mneme_cc.tune.bitwise import keep_numerics
 from mneme_cc.tune.executor import ReplayExecutor, TrialResult
 from mneme_cc.tune.exhaustive import is_queued, queue_combinations
@@ -104,6 +103,7 @@ class Tuner:
         self.time_spent: Counter[str] = Counter()  # study seconds by where they went
         self.local = neighbours.LocalSteps(self.space, settings.seed) \
             if settings.sampler == "tpe" and len(settings.objectives) == 1 else None
+        self.askers: askers.Askers | None = None  # processes asking beside the loop
 
     # -- bookkeeping --------------------------------------------------------
 
@@ -149,48 +149,11 @@ class Tuner:
             self.on_trial(self, result)
 
     def summary(self) -> dict[str, Any]:
-        elapsed = time.perf_counter() - self.started
-        done = sum(self.counts.values())
-        return {
-            "study": self.name, "instance": self.instance.name,
-            "kernel": self.instance.kernel_name, "space": self.settings.space,
-            "sampler": self.settings.sampler, "objectives": self.settings.objectives,
-            "trials": done, "outcomes": dict(self.counts), "seconds": elapsed,
-            "timed_launches": {k: self.space.run[k] for k in ("iterations", "warmup")},
-            "observations_per_second": done / elapsed if elapsed else 0.0,
-            "verified_per_second": sum(self.counts[o] for o in oc.PASSED) / elapsed
-            if elapsed else 0.0,
-            "distinct_verified_per_second": sum(self.distinct[o] for o in oc.PASSED) / elapsed
-            if elapsed else 0.0,
-            "baseline": self.baseline.to_dict() if self.baseline else None,
-            "best_median_ms": self.best.median_ms if self.best else None,
-            **verdicts.against_application(self.baseline, self.best),
-            "worker_restarts": self.restarts,
-            "warm_start": warm_start.seeded(self.study),
-            "trials_to_near_best": warm_start.trials_to_near_best(self.study),
-            "time_spent": dict(sorted(self.time_spent.items())),
-            "storage": self.storage_name,
-            "device": self.props.to_dict(), "output": str(self.out),
-        }
+        return summaries.summary(self)
 
     def best_record(self) -> dict[str, Any] | None:
         """What `mneme export` reads: the best verified config and its launch."""
-        if self.best is None:
-            return None
-        inst = self.instance
-        return {
-            "kernel": inst.kernel_name, "demangled": inst.demangled,
-            "instance": inst.name, "study": self.name,
-            "launch": {"grid": list(inst.grid), "block": list(inst.block),
-                       "shared_mem_bytes": inst.shared_mem_bytes},
-            "config": self.best.config.to_dict(),
-            "median_ms": self.best.median_ms, "samples_ms": self.best.samples_ms,
-            "baseline_ms": self.baseline.median_ms if self.baseline and self.baseline.verified
-            else None, **verdicts.against_application(self.baseline, self.best),
-            "beats_application": verdicts.beats_application(self.baseline, self.best),
-            "registers": self.best.registers, "assembler": self.assembler,
-            "device": self.props.name, "arch": self.props.arch,
-        }
+        return summaries.best_record(self)
 
     def _write_reports(self) -> None:
         self._reported = time.perf_counter()
@@ -202,14 +165,20 @@ class Tuner:
         """Trials of the study in `states`, counting every process on it."""
         return self.storage.get_n_trials(self.study_id, states or None)
 
-    def _may_ask(self, trials: int) -> bool:
+    def _room(self, trials: int) -> int:
+        """How many more trials the study may hold."""
         state = self.state
         size = self._study_size(state.RUNNING, state.COMPLETE, state.PRUNED, state.FAIL)
-        # Trials whose process died, or that a deadline cancelled, do not count.
-        if size - self.stale - self.cancelled_before >= trials:
+        # Trials whose process died, or that a deadline cancelled, do not count;
+        # those the askers were asked for and have not made yet do.
+        asked = self.askers.unanswered if self.askers and not self.askers.broken else 0
+        return trials - (size - self.stale - self.cancelled_before) - asked
+
+    def _may_ask(self, trials: int) -> bool:
+        if self._room(trials) <= 0:
             return False
         # Exhaustive: only the enqueued combinations, never a random extra.
-        return self.settings.sampler != "exhaustive" or self._study_size(state.WAITING) > 0
+        return self.settings.sampler != "exhaustive" or self._study_size(self.state.WAITING) > 0
 
     def run(self) -> dict[str, Any]:
         """Until the study holds `trials` trials (from every process on it), or
@@ -239,11 +208,14 @@ class Tuner:
                 - self.time_spent["startup"]
             self.started = time.perf_counter()
             in_flight: dict[Any, tuple[Any, dict[str, Any]]] = {}
+            self.askers = askers.start(self)
             try:
                 self._loop(ex, in_flight, trials)
             finally:
                 self._close_unfinished(ex, in_flight)
                 self.restarts = ex.restarts
+                if self.askers:
+                    self.askers.close()
         self.time_spent["wall"] = time.perf_counter() - begun
         self._adopt_study_best()
         self._write_reports()
@@ -294,15 +266,21 @@ class Tuner:
                 return
             # The loop's own time: asking (and pruning), then telling the study.
             t = time.perf_counter()
-            while len(in_flight) < depth and self._may_ask(trials) and not self._past_deadline():
-                self._ask_one(ex, in_flight)
+            pool = self.askers if self.askers and not self.askers.broken else None
+            if pool:
+                pool.ask_ahead(self._room(trials))
+            while len(in_flight) < depth and not self._past_deadline():
+                fresh = self._may_ask(trials)  # else only a trial an asker made already
+                if not (fresh or pool and pool.buffered) or not self._ask_one(ex, in_flight,
+                                                                              fresh):
+                    break
             self.time_spent["ask"] += time.perf_counter() - t
-            if not in_flight:
+            if not in_flight and not (pool and pool.delivering):
                 return
-            done, _ = wait(list(in_flight), timeout=self._remaining(),
-                           return_when=FIRST_COMPLETED)
+            done, _ = wait([*in_flight, *([pool.ready()] if pool else [])],
+                           timeout=self._remaining(), return_when=FIRST_COMPLETED)
             t = time.perf_counter()
-            for future in done:
+            for future in done & in_flight.keys():
                 trial, params, _ = in_flight.pop(future)
                 self._finish(future, trial, params)
             self.time_spent["tell"] += time.perf_counter() - t
@@ -312,11 +290,22 @@ class Tuner:
             if time.perf_counter() - self._reported > REPORT_INTERVAL_S:
                 self._write_reports()
 
-    def _ask_one(self, ex, in_flight: dict) -> None:
-        step = self.local and self.local.propose(self.counts[oc.VERIFIED], self._untried)
+    def _ask_one(self, ex, in_flight: dict, fresh: bool = True) -> bool:
+        """Starts a trial: a local step, an asker's or the sampler's (fresh: the
+        study has room for a new one); False when none was to be had."""
+        step = fresh and self.local and self.local.propose(self.counts[oc.VERIFIED],
+                                                           self._untried)
+        pool = self.askers if self.askers and not self.askers.broken else None
         if step:  # one write, where an enqueued trial's ask and suggests cost one each
             trial, params = start_owned_trial(self.study, self.storage, self.study_id, step,
                                               self.space.distributions(step), self.owner), step
+        elif pool and (pool.buffered or pool.delivered or not fresh):
+            # Once the askers deliver, the loop waits for theirs rather than ask.
+            if not (taken := pool.take()):
+                return False
+            trial, params = taken
+        elif not fresh:
+            return False
         else:
             trial = self.study.ask()
             trial.set_user_attr("owner", self.owner)  # a later start reclaims it
@@ -329,7 +318,7 @@ class Tuner:
         if reason:
             trial.set_user_attr("constraint", reason)
             self.study.tell(trial, state=self.state.PRUNED)
-            return
+            return True
         config, reason = self._keep_numerics(self.space.derive(params))
         pruned_as = oc.NUMERICS_CHANGING
         if not reason:
@@ -339,7 +328,7 @@ class Tuner:
             trial.set_user_attr("constraint", reason)
             self.study.tell(trial, state=self.state.PRUNED)
             self.counts[pruned_as] += 1
-            return
+            return True
         key = config.key()
         if self.local and not step:
             self.local.sampled(key in self.results or key in self.waiting)
@@ -350,6 +339,7 @@ class Tuner:
         else:
             self.waiting[key] = []
             in_flight[ex.submit(config)] = (trial, params, config)
+        return True
 
     def _untried(self, params: dict[str, Any]) -> bool:
         """Whether a local step would run a configuration not run yet."""

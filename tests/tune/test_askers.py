@@ -1,0 +1,73 @@
+"""Asker processes: the sampler's asks beside the tuning loop, on the study's
+own storage, every trial they make told once or closed."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import optuna
+import pytest
+from tune_doubles import H100, FakeExecutor, HangingExecutor, SlowFakeExecutor, assert_one_study
+
+from mneme_cc.replay import outcome as oc
+from mneme_cc.tune import askers
+from mneme_cc.tune.tuner import Tuner, TuneSettings
+
+
+def study(instance, tmp_path, executor=FakeExecutor, **settings):
+    defaults = {"trials": 80, "sampler": "tpe", "seed": 1, "compile_workers": 2, "askers": 2,
+                "out_dir": tmp_path / "study", "allow_numerics_change": True,
+                "space": "standard"}
+    return Tuner(instance, TuneSettings(**{**defaults, **settings}), props=H100,
+                 executor=executor)
+
+
+def test_askers_make_trials_the_loop_tells_once(instance, tmp_path):
+    """50 ms a trial: the askers (a second or so to start) find trials to make."""
+    tuner = study(instance, tmp_path, executor=SlowFakeExecutor)
+    summary = tuner.run()
+    assert summary["askers"]["processes"] == 2 and summary["askers"]["stopped"] is None
+    assert summary["askers"]["trials"] > 0  # the askers' trials, beside the loop's own
+    assert all(p.poll() is not None for p in tuner.askers.processes)
+    frozen = assert_one_study(tuner.storage, tuner.name, 80, 1,
+                              [tmp_path / "study" / "trials.jsonl"])
+    # What an asker made carries the loop's owner: a later start reclaims it.
+    assert all(t.user_attrs["owner"] == tuner.owner for t in frozen)
+
+
+def test_the_deadline_closes_the_askers_trials_too(instance, tmp_path):
+    HangingExecutor.deaf = False
+    tuner = study(instance, tmp_path, executor=HangingExecutor, trials=500, timeout=1.5,
+                  sampler="random")
+    started = time.perf_counter()
+    summary = tuner.run()
+    assert time.perf_counter() - started < 1.5 + 6.0
+    states = [t.state for t in tuner.study.get_trials()]
+    assert optuna.trial.TrialState.RUNNING not in states
+    lines = [json.loads(x) for x in (tmp_path / "study" / "trials.jsonl").read_text().splitlines()]
+    assert {x["outcome"] for x in lines} == {oc.CANCELLED}
+    # Made by an asker, never taken: cancelled, so a later run counts them out.
+    closed = [t for t in tuner.study.get_trials() if t.user_attrs.get("cancelled")]
+    assert len(closed) >= len(lines) and summary["askers"]["stopped"] is None
+
+
+def test_an_asker_that_cannot_open_the_study_leaves_the_loop_asking(instance, tmp_path,
+                                                                     capfd):
+    tuner = study(instance, tmp_path, trials=30, sampler="random")
+    spec = askers.AskerSpec(None, tmp_path / "study", "no-such-study", "random", 1, None,
+                            tuple(tuner.space.dimensions()), tuner.owner)
+    pool = askers.Askers(1, spec, tuner.study, tuner.storage, tuner.study_id)
+    pool.ask_ahead(5)
+    pool.ready().result(timeout=60)
+    assert pool.broken.startswith("asker 0 stopped (KeyError") and pool.take() is None
+    assert not pool.delivering
+    pool.close()
+    err = capfd.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("mneme tune: asker 0 stopped (KeyError") and \
+        err[-1].endswith("; the loop asks by itself")
+
+
+@pytest.mark.parametrize("cpus, count", [(2, 0), (4, 0), (8, 1), (16, 2), (128, 2)])
+def test_a_small_machine_keeps_its_processors_for_the_compiles(cpus, count):
+    assert askers.automatic_count(cpus) == count
