@@ -19,6 +19,7 @@ import dataclasses
 import json
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import threading
@@ -41,7 +42,7 @@ STOP_GRACE_S = 2.0
 
 
 def automatic_count(cpus: int | None = None) -> int:
-    cpus = cpus or os.cpu_count() or 1
+    cpus = cpus or len(os.sched_getaffinity(0)) or 1  # a batch job's share, not the node's
     return min(MOST_ASKERS, max(0, cpus // CPUS_PER_ASKER - 1))
 
 
@@ -60,6 +61,10 @@ class AskerSpec:
 
 def main() -> None:
     """An asker's life: one trial per line on stdin, until it closes or says stop."""
+    # Ctrl-C reaches the loop, which stops the askers by closing their stdin:
+    # an asker interrupted between its ask and marking the trial would leave
+    # a trial no start could reclaim.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     spec: AskerSpec = pickle.load(sys.stdin.buffer)
     out = sys.stdout
     try:
@@ -81,8 +86,6 @@ def main() -> None:
             params = sample_dimensions(spec.dimensions, trial)
             out.write(json.dumps({"number": trial.number, "params": params}) + "\n")
             out.flush()
-    except KeyboardInterrupt:
-        pass
     except Exception as exc:  # noqa: BLE001 - the loop goes on asking by itself
         out.write(json.dumps({"error": f"{type(exc).__name__}: {exc}"}) + "\n")
         out.flush()
@@ -94,7 +97,10 @@ class Askers:
     def __init__(self, count: int, spec: AskerSpec, study, storage, study_id: int):
         import optuna
 
-        self._trial_type, self._failed = optuna.trial.Trial, optuna.trial.TrialState.FAIL
+        self.owner = spec.owner
+
+        self._trial_type = optuna.trial.Trial
+        self._failed, self._running = optuna.trial.TrialState.FAIL, optuna.trial.TrialState.RUNNING
         self.study, self.storage, self.study_id = study, storage, study_id
         self._lock = threading.Lock()
         self._buffer: list[tuple[int, dict[str, Any]]] = []
@@ -130,23 +136,27 @@ class Askers:
 
     @property
     def delivering(self) -> bool:
-        """Whether trials may still come (the askers work and were asked)."""
-        return self.broken is None and (self.unanswered > 0 or bool(self._buffer))
+        """Whether a trial waits, or may still come (the askers work and were asked)."""
+        return bool(self._buffer) or (self.broken is None and self.unanswered > 0)
 
     def ask_ahead(self, room: int) -> None:
         """Keeps AHEAD trials per asker asked for or waiting, within the
         `room` the study has left."""
+        if self.broken is not None:
+            return
         count = min(AHEAD * len(self.processes) - self.unanswered - len(self._buffer), room)
         for _ in range(max(0, count)):
-            index = min(range(len(self._asked)), key=self._asked.__getitem__)
+            with self._lock:  # counted first: an asker dying now leaves it unanswered
+                index = min(range(len(self._asked)), key=self._asked.__getitem__)
+                self._asked[index] += 1
             try:
                 self.processes[index].stdin.write(b"ask\n")
                 self.processes[index].stdin.flush()
-            except OSError as exc:  # the asker died: its reader says why
+            except OSError as exc:
+                with self._lock:
+                    self._asked[index] -= 1
                 self._break(f"asker {index} cannot be asked: {exc.strerror or exc}")
                 return
-            with self._lock:
-                self._asked[index] += 1
 
     def ready(self) -> Future:
         """Done once a trial is waiting to be taken (or the askers broke)."""
@@ -183,7 +193,11 @@ class Askers:
                 process.wait()
         for reader in self._readers:
             reader.join()
-        for number, _ in self._buffer:
+        numbers = {number for number, _ in self._buffer}
+        # A trial an asker was killed in the middle of is this loop's too.
+        numbers |= {t.number for t in self.study.get_trials(deepcopy=False, states=(
+            self._running,)) if t.user_attrs.get("owner") == self.owner}
+        for number in sorted(numbers):
             trial = self._trial(number)
             trial.set_user_attr("cancelled", True)
             self.study.tell(trial, state=self._failed)
@@ -203,16 +217,22 @@ class Askers:
 
     def _read(self, index: int) -> None:
         for line in self.processes[index].stdout:
-            answer = json.loads(line)
-            if "error" in answer:
-                self._break(f"asker {index} stopped ({answer['error']})")
+            try:
+                answer = json.loads(line)
+                number, params = answer.get("number"), answer.get("params")
+            except (ValueError, AttributeError):
+                answer, number = {"error": f"an answer that is not one: {line[:80]!r}"}, None
+            if "error" in answer or not isinstance(number, int) or not isinstance(params, dict):
+                self._break(f"asker {index} stopped ({answer.get('error', 'a bad answer')})")
                 return
             with self._lock:
-                self._buffer.append((answer["number"], answer["params"]))
+                self._buffer.append((number, params))
                 self._asked[index] -= 1
                 if not self._ready.done():
                     self._ready.set_result(None)
-        if self._asked[index] > 0 and not self._closing:  # it ended with requests open
+        with self._lock:
+            open_requests = self._asked[index] > 0 and not self._closing
+        if open_requests:  # it ended with requests open
             self._break(f"asker {index} ended with exit status "
                         f"{self.processes[index].wait()}")
 

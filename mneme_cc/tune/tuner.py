@@ -167,11 +167,12 @@ class Tuner:
 
     def _room(self, trials: int) -> int:
         """How many more trials the study may hold."""
+        # Trials whose process died, or that a deadline cancelled, do not count;
+        # those the askers were asked for and have not made yet do (read first:
+        # one made in between then counts twice, never not at all).
+        asked = self.askers.unanswered if self.askers and not self.askers.broken else 0
         state = self.state
         size = self._study_size(state.RUNNING, state.COMPLETE, state.PRUNED, state.FAIL)
-        # Trials whose process died, or that a deadline cancelled, do not count;
-        # those the askers were asked for and have not made yet do.
-        asked = self.askers.unanswered if self.askers and not self.askers.broken else 0
         return trials - (size - self.stale - self.cancelled_before) - asked
 
     def _may_ask(self, trials: int) -> bool:
@@ -208,14 +209,16 @@ class Tuner:
                 - self.time_spent["startup"]
             self.started = time.perf_counter()
             in_flight: dict[Any, tuple[Any, dict[str, Any]]] = {}
-            self.askers = askers.start(self)
             try:
+                self.askers = askers.start(self)
                 self._loop(ex, in_flight, trials)
             finally:
-                self._close_unfinished(ex, in_flight)
-                self.restarts = ex.restarts
-                if self.askers:
-                    self.askers.close()
+                try:
+                    self._close_unfinished(ex, in_flight)
+                    self.restarts = ex.restarts
+                finally:
+                    if self.askers:
+                        self.askers.close()
         self.time_spent["wall"] = time.perf_counter() - begun
         self._adopt_study_best()
         self._write_reports()
@@ -266,7 +269,7 @@ class Tuner:
                 return
             # The loop's own time: asking (and pruning), then telling the study.
             t = time.perf_counter()
-            pool = self.askers if self.askers and not self.askers.broken else None
+            pool = self.askers  # one that stopped still hands out what it made
             if pool:
                 pool.ask_ahead(self._room(trials))
             while len(in_flight) < depth and not self._past_deadline():
@@ -277,8 +280,10 @@ class Tuner:
             self.time_spent["ask"] += time.perf_counter() - t
             if not in_flight and not (pool and pool.delivering):
                 return
-            done, _ = wait([*in_flight, *([pool.ready()] if pool else [])],
-                           timeout=self._remaining(), return_when=FIRST_COMPLETED)
+            # The askers wake the loop only when it has room for their trials.
+            woken = [pool.ready()] if pool and pool.delivering and len(in_flight) < depth else []
+            done, _ = wait([*in_flight, *woken], timeout=self._remaining(),
+                           return_when=FIRST_COMPLETED)
             t = time.perf_counter()
             for future in done & in_flight.keys():
                 trial, params, _ = in_flight.pop(future)
@@ -295,11 +300,11 @@ class Tuner:
         study has room for a new one); False when none was to be had."""
         step = fresh and self.local and self.local.propose(self.counts[oc.VERIFIED],
                                                            self._untried)
-        pool = self.askers if self.askers and not self.askers.broken else None
+        pool = self.askers
         if step:  # one write, where an enqueued trial's ask and suggests cost one each
             trial, params = start_owned_trial(self.study, self.storage, self.study_id, step,
                                               self.space.distributions(step), self.owner), step
-        elif pool and (pool.buffered or pool.delivered or not fresh):
+        elif pool and (pool.buffered or not fresh or pool.delivered and not pool.broken):
             # Once the askers deliver, the loop waits for theirs rather than ask.
             if not (taken := pool.take()):
                 return False

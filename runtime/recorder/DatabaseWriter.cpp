@@ -2,6 +2,8 @@
 
 #include "Options.h"
 
+#include <algorithm>
+#include <system_error>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -9,6 +11,8 @@ namespace mneme::recorder {
 namespace {
 // Host memory that may wait for the writer before recording blocks.
 constexpr uint64_t MaxPendingBytes = 8ULL << 30;
+// Threads drain() may add: many ranks of a large node exit at once.
+constexpr unsigned MaxExtraThreads = 32;
 } // namespace
 
 HostBuffer allocateHostBuffer(uint64_t Bytes) {
@@ -62,8 +66,15 @@ void DatabaseWriter::drain(unsigned MoreThreads) {
   std::unique_lock<std::mutex> G(Lock);
   if (Tasks.empty() && ToFetch.empty())
     MoreThreads = 0;
-  for (unsigned I = 0; I < MoreThreads; ++I)
-    Threads.emplace_back([this] { compressLoop(); });
+  // Past a process's thread limit the threads there are go on alone: this
+  // runs at exit, where an exception would abort the application.
+  for (unsigned I = 0; I < std::min(MoreThreads, MaxExtraThreads); ++I) {
+    try {
+      Threads.emplace_back([this] { compressLoop(); });
+    } catch (const std::system_error &) {
+      break;
+    }
+  }
   Changed.wait(G, [&] { return Jobs.empty(); });
 }
 

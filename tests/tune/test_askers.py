@@ -71,3 +71,50 @@ def test_an_asker_that_cannot_open_the_study_leaves_the_loop_asking(instance, tm
 @pytest.mark.parametrize("cpus, count", [(2, 0), (4, 0), (8, 1), (16, 2), (128, 2)])
 def test_a_small_machine_keeps_its_processors_for_the_compiles(cpus, count):
     assert askers.automatic_count(cpus) == count
+
+
+class LaterExecutor(FakeExecutor):
+    """Results come 20 ms after submission, from another thread, as a GPU's do."""
+
+    def submit(self, config):
+        import threading
+        from concurrent.futures import Future
+
+        done = super().submit(config).result()
+        future = Future()
+        threading.Timer(0.02, future.set_result, (done,)).start()
+        return future
+
+
+def test_a_full_loop_waits_for_its_trials_rather_than_spin(instance, tmp_path):
+    """With every slot in flight, a trial an asker made does not wake the loop:
+    it asks the storage a few times a trial, not thousands."""
+    tuner = study(instance, tmp_path, executor=LaterExecutor, trials=60, sampler="random",
+                  compile_workers=1)
+    calls = 0
+    room = tuner._room
+
+    def counted(trials):
+        nonlocal calls
+        calls += 1
+        return room(trials)
+
+    tuner._room = counted
+    summary = tuner.run()
+    assert summary["trials"] >= 60 and calls < 20 * 60, calls
+
+
+def test_closing_the_askers_closes_what_they_left_running(instance, tmp_path):
+    """A trial of this loop's still RUNNING when the askers stop (an asker
+    killed mid-ask) is closed as cancelled; another process's is not."""
+    tuner = study(instance, tmp_path, trials=30, sampler="random")
+    spec = askers.AskerSpec(None, tmp_path / "study", tuner.name, "random", 1, None,
+                            tuple(tuner.space.dimensions()), tuner.owner)
+    pool = askers.Askers(1, spec, tuner.study, tuner.storage, tuner.study_id)
+    left, other = tuner.study.ask(), tuner.study.ask()
+    left.set_user_attr("owner", tuner.owner)
+    other.set_user_attr("owner", {**tuner.owner, "pid": -1})
+    pool.close()
+    states = {t.number: (t.state.name, t.user_attrs.get("cancelled")) for t in
+              tuner.study.get_trials()}
+    assert states == {left.number: ("FAIL", True), other.number: ("RUNNING", None)}
