@@ -27,6 +27,8 @@ TUNING_OPTIONS = {"loop_unrolling": bool, "loop_vectorization": bool,
 
 
 def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _plain(dataclasses.asdict(value))
     if isinstance(value, dict):
         return {k: _plain(value[k]) for k in sorted(value)}
     if isinstance(value, (list, tuple)):
@@ -113,8 +115,10 @@ class ReplayConfig:
             raise UsageError("specialize_args are parameter indices (>= 0)")
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON's form: keys sorted, tuples as lists (what from_json reads back)."""
-        return _plain(dataclasses.asdict(self))
+        """JSON's form: keys sorted, tuples as lists (what from_json reads back).
+        Field by field: asdict would deep-copy every value first, and the tuner
+        asks for the key of every configuration it considers."""
+        return {name: _plain(getattr(self, name)) for name in _FIELD_NAMES}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
@@ -150,17 +154,19 @@ class ReplayConfig:
                 shared_mem_bytes=self.shared_mem_bytes, iterations=self.iterations,
                 warmup=self.warmup, flush_l2=self.flush_l2, verify=self.verify,
                 baseline=self.baseline)
-        grounded = self
+        changes: dict[str, Any] = {}
         level = Pipeline.parse(self.pipeline).level
         if level is None:
-            grounded = dataclasses.replace(grounded, tuning={})  # a pass list takes none
+            changes["tuning"] = {}  # a pass list takes none
         else:  # what the level sets anyway is no setting
             defaults = clang_tuning(level)
-            grounded = dataclasses.replace(grounded, tuning={
-                k: v for k, v in self.tuning.items() if k not in defaults or defaults[k] != v})
+            changes["tuning"] = {k: v for k, v in self.tuning.items()
+                                 if k not in defaults or defaults[k] != v}
         if not self.launch_bounds:
-            grounded = dataclasses.replace(grounded, max_threads=None, min_blocks_per_sm=None)
-        return grounded
+            changes.update(max_threads=None, min_blocks_per_sm=None)
+        if all(getattr(self, name) == value for name, value in changes.items()):
+            return self
+        return dataclasses.replace(self, **changes)
 
     #: The fields that change the compiled binary (the rest change how it runs).
     COMPILE_FIELDS = ("pipeline", "tuning", "codegen_opt_level", "ptxas_opt_level", "max_registers",
@@ -174,3 +180,6 @@ class ReplayConfig:
 
     def key(self) -> str:
         return hashlib.sha256(self.grounded().to_json().encode()).hexdigest()[:16]
+
+
+_FIELD_NAMES = sorted(f.name for f in dataclasses.fields(ReplayConfig))

@@ -88,6 +88,7 @@ class Tuner:
         self.stale = 0
         self.cancelled_before = 0  # trials a deadline cancelled in earlier runs
         self.results: dict[str, TrialResult] = {}   # grounded config key -> result
+        self._keys: dict[tuple, str] = {}  # parameter values -> their config's key
         # Trials whose config equals one still running: told when it finishes.
         self.waiting: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
         self.baseline: TrialResult | None = None
@@ -348,7 +349,9 @@ class Tuner:
 
     def _untried(self, params: dict[str, Any]) -> bool:
         """Whether a local step would run a configuration not run yet."""
-        key = self._keep_numerics(self.space.derive(params))[0].key()
+        memo = tuple(sorted(params.items()))  # local steps revisit the best's neighbours
+        if (key := self._keys.get(memo)) is None:
+            key = self._keys[memo] = self._keep_numerics(self.space.derive(params))[0].key()
         return key not in self.results and key not in self.waiting
 
     def _finish(self, future, trial, params: dict[str, Any]) -> None:
