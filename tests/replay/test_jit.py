@@ -122,6 +122,22 @@ def json_dict(config: ReplayConfig) -> dict:
     return json.loads(config.to_json())
 
 
+def test_a_config_s_json_form_is_every_field_plain_and_sorted():
+    """to_dict builds the form field by field; it is what dataclasses.asdict
+    gives, with keys sorted and tuples as lists, nested values included."""
+    import dataclasses
+    import json
+
+    config = ReplayConfig(grid=(4, 2, 1), block=128, specialize_args=(3, 1), launch_bounds=True,
+                          max_threads=128, tuning={"loop_unrolling": False},
+                          verify={"out": {"rtol": 1e-3, "order": (2, 1)}}, baseline="ir")
+    expected = json.loads(json.dumps(dataclasses.asdict(config), sort_keys=True))
+    assert config.to_dict() == expected and list(config.to_dict()) == sorted(expected)
+    assert config.to_dict()["verify"] == {"out": {"order": [2, 1], "rtol": 1e-3}}
+    grounded = dataclasses.replace(config, baseline=None).grounded()
+    assert grounded.grounded() is grounded  # already canonical: no copy
+
+
 @pytest.mark.parametrize("fields, message", [
     ({"grid": [0, 1, 1]}, "grid must be"),
     ({"baseline": "best"}, "baseline must be one of"),
