@@ -50,11 +50,26 @@ def _record(examples: Path, db: Path, name: str, args: list[str], kernel: str,
                    check=True, capture_output=True)
 
 
+#: Flags every study of the run gets (--askers, --devices).
+EXTRA: list[str] = []
+
+
+def where_time_went(spent: dict[str, float]) -> str:
+    """A study's seconds by stage: the loop's asks and tells, then what its
+    trials spent compiling (summed over compile processes), queued for a GPU
+    and on the GPU (summed over GPUs)."""
+    def total(prefix: str) -> float:
+        return sum(v for k, v in spent.items() if k.startswith(prefix))
+    return (f"wall {spent.get('wall', 0):.1f} s: ask {spent.get('ask', 0):.1f}, "
+            f"tell {spent.get('tell', 0):.1f}, compile {total('compile.'):.1f}, "
+            f"queue {spent.get('queue', 0):.1f}, gpu {total('gpu.'):.1f}")
+
+
 def _tune(db: Path, budget: float, space: str, *flags: str):
     """`mneme tune`'s JSON summary (a list for several instances); RuntimeError
     with its last line of stderr when it printed none."""
     out = subprocess.run(["mneme", "tune", "-rdb", str(db), "--space", space, "--trials",
-                          "100000", "--timeout", str(budget), "--json", *flags],
+                          "100000", "--timeout", str(budget), "--json", *EXTRA, *flags],
                          capture_output=True, text=True)
     if not out.stdout.strip():
         raise RuntimeError(out.stderr.strip().splitlines()[-1:])
@@ -83,7 +98,8 @@ def study(examples: Path, scratch: Path, name: str, args: list[str], kernel: str
             "refusals": sum(s["outcomes"].get(k, 0) for k in REFUSALS) / ran if ran else 0.0,
             "over_budget_s": s["time_spent"]["wall"] - budget, "cli_wall_s": wall,
             "baseline_ms": (s["baseline"] or {}).get("median_ms"),
-            "best_ms": s["best_median_ms"], "time_spent": s["time_spent"]}
+            "best_ms": s["best_median_ms"], "time_spent": s["time_spent"],
+            "where": where_time_went(s["time_spent"]), "askers": s.get("askers")}
 
 
 def warm_start_check(examples: Path, scratch: Path, name: str, args: list[str], kernel: str,
@@ -120,9 +136,14 @@ def main() -> None:
     parser.add_argument("--space", default="standard")
     parser.add_argument("--only", help="comma list of suite applications")
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--askers", type=int, help="asker processes per study (mneme tune's "
+                        "default when not given)")
+    parser.add_argument("--devices", help="GPU ordinals for every study, e.g. 0,1")
     parser.add_argument("--warm-start", action="store_true",
                         help="measure what warm start saves instead (two instances each)")
     a = parser.parse_args()
+    EXTRA.extend([*(["--askers", str(a.askers)] if a.askers is not None else []),
+                  *(["--devices", a.devices] if a.devices else [])])
     wanted = set(a.only.split(",")) if a.only else None
     rows = []
     measure = warm_start_check if a.warm_start else study
