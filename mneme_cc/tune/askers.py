@@ -239,11 +239,15 @@ class Askers:
 
 def start(tuner) -> Askers | None:
     """The askers of a tuner's study, or None where the loop asks by itself:
-    none wanted, the exhaustive queue, or a space that samples its own way."""
+    none wanted (by default none on SQLite), the exhaustive queue, or a space
+    that samples its own way."""
     from mneme_cc.tune.space import SearchSpace
 
     settings = tuner.settings
-    count = automatic_count() if settings.askers is None else settings.askers
+    count = settings.askers
+    if count is None:  # SQLite takes one writer at a time: more would wait on its lock
+        sqlite = (settings.storage or "").startswith("sqlite")
+        count = 0 if sqlite else automatic_count()
     if count < 1 or settings.sampler == "exhaustive" or \
             type(tuner.space).sample is not SearchSpace.sample:
         return None

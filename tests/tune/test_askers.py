@@ -118,3 +118,12 @@ def test_closing_the_askers_closes_what_they_left_running(instance, tmp_path):
     states = {t.number: (t.state.name, t.user_attrs.get("cancelled")) for t in
               tuner.study.get_trials()}
     assert states == {left.number: ("FAIL", True), other.number: ("RUNNING", None)}
+
+
+def test_sqlite_gets_no_askers_unless_asked(instance, tmp_path, monkeypatch):
+    monkeypatch.setattr(askers, "automatic_count", lambda cpus=None: 2)
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    assert askers.start(study(instance, tmp_path, storage=url, askers=None)) is None
+    pool = askers.start(study(instance, tmp_path, storage=url, askers=1, study_name="two"))
+    assert pool is not None and len(pool.processes) == 1
+    pool.close()
