@@ -127,8 +127,50 @@ def sample(runner: Runner, path: str, repeats: int, launches: tuple[int, int]) -
               f"({launches[0]} and {launches[1]} launches)")
     dropped, _, _ = median_extra(launches[0], NONE)
     kept, instances, raw = median_extra(launches[0])
+    _, _, verbose, _ = runner.recorded([path, str(launches[0])], "-v")
+    copied = re.search(r"copying ([\d.]+) MiB", verbose)
+    moved = float(copied.group(1)) / max(instances, 1) if copied else raw / instances / 2**20
     print(f"recorded instance: {(kept - dropped) / instances * 1e3:.2f} ms each "
-          f"({instances} instances, {raw / instances / 2**20:.1f} MiB raw each)")
+          f"({instances} instances, {raw / instances / 2**20:.1f} MiB raw and {moved:.1f} MiB "
+          "copied to the host each)")
+    gbps = device_to_host_gbps()
+    if gbps:
+        print(f"  device-to-host bandwidth {gbps:.1f} GB/s (pinned, 256 MiB): the target is "
+              f"1 ms + {moved:.1f} MiB at half of it = "
+              f"{1 + moved * 2**20 / (gbps * 1e9 / 2) * 1e3:.2f} ms")
+
+
+def device_to_host_gbps(size: int = 256 << 20) -> float | None:
+    """The best of 5 pinned device-to-host copies of `size` bytes, in GB/s
+    (None without cuda-bindings or a GPU)."""
+    try:
+        from cuda.bindings import driver as cu
+    except ImportError:
+        return None
+
+    def ok(result):
+        result = result if isinstance(result, tuple) else (result,)
+        if result[0] != cu.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"{result[0]}")
+        return result[1] if len(result) > 1 else None
+
+    try:
+        ok(cu.cuInit(0))
+        device = ok(cu.cuDeviceGet(0))
+        ok(cu.cuCtxSetCurrent(ok(cu.cuDevicePrimaryCtxRetain(device))))
+        source, target = ok(cu.cuMemAlloc(size)), ok(cu.cuMemAllocHost(size))
+        ok(cu.cuMemcpyDtoH(target, source, size))  # the first copy maps the pages
+        best = float("inf")
+        for _ in range(5):
+            start = time.perf_counter()
+            ok(cu.cuMemcpyDtoH(target, source, size))
+            best = min(best, time.perf_counter() - start)
+        ok(cu.cuMemFreeHost(target))
+        ok(cu.cuMemFree(source))
+        ok(cu.cuDevicePrimaryCtxRelease(device))
+        return size / best / 1e9
+    except RuntimeError:
+        return None
 
 
 def main() -> None:
