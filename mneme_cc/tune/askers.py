@@ -139,13 +139,14 @@ class Askers:
         """Whether a trial waits, or may still come (the askers work and were asked)."""
         return bool(self._buffer) or (self.broken is None and self.unanswered > 0)
 
-    def ask_ahead(self, room: int) -> None:
+    def ask_ahead(self, room: int) -> int:
         """Keeps AHEAD trials per asker asked for or waiting, within the
-        `room` the study has left."""
+        `room` the study has left; how many it asked for."""
         if self.broken is not None:
-            return
-        count = min(AHEAD * len(self.processes) - self.unanswered - len(self._buffer), room)
-        for _ in range(max(0, count)):
+            return 0
+        count = max(0, min(AHEAD * len(self.processes) - self.unanswered - len(self._buffer),
+                           room))
+        for asked in range(count):
             with self._lock:  # counted first: an asker dying now leaves it unanswered
                 index = min(range(len(self._asked)), key=self._asked.__getitem__)
                 self._asked[index] += 1
@@ -156,7 +157,8 @@ class Askers:
                 with self._lock:
                     self._asked[index] -= 1
                 self._break(f"asker {index} cannot be asked: {exc.strerror or exc}")
-                return
+                return asked
+        return count
 
     def ready(self) -> Future:
         """Done once a trial is waiting to be taken (or the askers broke)."""

@@ -176,10 +176,8 @@ class Tuner:
         size = self._study_size(state.RUNNING, state.COMPLETE, state.PRUNED, state.FAIL)
         return trials - (size - self.stale - self.cancelled_before) - asked
 
-    def _may_ask(self, trials: int) -> bool:
-        if self._room(trials) <= 0:
-            return False
-        # Exhaustive: only the enqueued combinations, never a random extra.
+    def _queue_open(self) -> bool:
+        """Exhaustive: only the enqueued combinations, never a random extra."""
         return self.settings.sampler != "exhaustive" or self._study_size(self.state.WAITING) > 0
 
     def run(self) -> dict[str, Any]:
@@ -271,13 +269,16 @@ class Tuner:
             # The loop's own time: asking (and pruning), then telling the study.
             t = time.perf_counter()
             pool = self.askers  # one that stopped still hands out what it made
-            if pool:
-                pool.ask_ahead(self._room(trials))
+            room = self._room(trials)  # a storage read costs more as the study grows
+            room -= pool.ask_ahead(room) if pool else 0
             while len(in_flight) < depth and not self._past_deadline():
-                fresh = self._may_ask(trials)  # else only a trial an asker made already
-                if not (fresh or pool and pool.buffered) or not self._ask_one(ex, in_flight,
-                                                                              fresh):
+                if room <= depth:  # near the end: what other processes added counts
+                    room = self._room(trials)
+                fresh = room > 0 and self._queue_open()  # else only an asker's trial
+                made = (fresh or pool and pool.buffered) and self._ask_one(ex, in_flight, fresh)
+                if not made:
                     break
+                room -= made == "new"
             self.time_spent["ask"] += time.perf_counter() - t
             if not in_flight and not (pool and pool.delivering):
                 return
@@ -296,22 +297,22 @@ class Tuner:
             if time.perf_counter() - self._reported > REPORT_INTERVAL_S:
                 self._write_reports()
 
-    def _ask_one(self, ex, in_flight: dict, fresh: bool = True) -> bool:
-        """Starts a trial: a local step, an asker's or the sampler's (fresh: the
-        study has room for a new one); False when none was to be had."""
+    def _ask_one(self, ex, in_flight: dict, fresh: bool = True) -> str | None:
+        """Starts a trial: a local step or the sampler's ("new"; fresh: the study
+        has room for one) or an asker's ("taken"); None when none was to be had."""
         step = fresh and self.local and self.local.propose(self.counts[oc.VERIFIED],
                                                            self._untried)
-        pool = self.askers
+        pool, made = self.askers, "new"
         if step:  # one write, where an enqueued trial's ask and suggests cost one each
             trial, params = start_owned_trial(self.study, self.storage, self.study_id, step,
                                               self.space.distributions(step), self.owner), step
         elif pool and (pool.buffered or not fresh or pool.delivered and not pool.broken):
             # Once the askers deliver, the loop waits for theirs rather than ask.
             if not (taken := pool.take()):
-                return False
-            trial, params = taken
+                return None
+            (trial, params), made = taken, "taken"
         elif not fresh:
-            return False
+            return None
         else:
             trial = self.study.ask()
             trial.set_user_attr("owner", self.owner)  # a later start reclaims it
@@ -324,7 +325,7 @@ class Tuner:
         if reason:
             trial.set_user_attr("constraint", reason)
             self.study.tell(trial, state=self.state.PRUNED)
-            return True
+            return made
         config, reason = self._keep_numerics(self.space.derive(params))
         pruned_as = oc.NUMERICS_CHANGING
         if not reason:
@@ -334,7 +335,7 @@ class Tuner:
             trial.set_user_attr("constraint", reason)
             self.study.tell(trial, state=self.state.PRUNED)
             self.counts[pruned_as] += 1
-            return True
+            return made
         key = config.key()
         if self.local and not step:
             self.local.sampled(key in self.results or key in self.waiting)
@@ -345,7 +346,7 @@ class Tuner:
         else:
             self.waiting[key] = []
             in_flight[ex.submit(config)] = (trial, params, config)
-        return True
+        return made
 
     def _untried(self, params: dict[str, Any]) -> bool:
         """Whether a local step would run a configuration not run yet."""
