@@ -1,13 +1,28 @@
-"""What a study writes as it goes: summary.json and best.json (mneme_cc.tune.tuner)."""
+"""What a study writes as it goes: a line of trials.jsonl per trial,
+summary.json and best.json (mneme_cc.tune.tuner)."""
 
 from __future__ import annotations
 
+import datetime
 import time
 from typing import Any
 
 from mneme_cc.replay import outcome as oc
 from mneme_cc.tune import verdict as verdicts
 from mneme_cc.tune import warm_start
+
+
+def trial_line(number: int, params: dict[str, Any], result, duplicate: bool,
+               values: list[float] | None) -> dict[str, Any]:
+    """trials.jsonl's line for a finished trial (result: a TrialResult)."""
+    return {"trial": number, "params": params, "outcome": result.outcome,
+            "duplicate": duplicate, "median_ms": result.median_ms, "values": values,
+            "samples_ms": result.samples_ms, "registers": result.registers,
+            "spill_bytes": result.spill_bytes, "occupancy": result.occupancy,
+            "cubin_bytes": result.cubin_bytes, "error": result.error,
+            "seconds": result.seconds, "stage_seconds": result.stage_seconds(),
+            "time": datetime.datetime.now(datetime.UTC).isoformat(),
+            "config": result.config.to_dict()}
 
 
 def summary(tuner) -> dict[str, Any]:

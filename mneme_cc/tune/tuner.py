@@ -9,7 +9,7 @@ asks the study for trials and tells it results.
 from __future__ import annotations
 
 import dataclasses
-import datetime
+import json
 import os
 import time
 import warnings
@@ -88,7 +88,7 @@ class Tuner:
         self.stale = 0
         self.cancelled_before = 0  # trials a deadline cancelled in earlier runs
         self.results: dict[str, TrialResult] = {}   # grounded config key -> result
-        self._keys: dict[tuple, str] = {}  # parameter values -> their config's key
+        self._keys: dict[str, str] = {}  # parameter values -> their config's key
         # Trials whose config equals one still running: told when it finishes.
         self.waiting: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
         self.baseline: TrialResult | None = None
@@ -136,16 +136,9 @@ class Tuner:
             self.distinct[result.outcome] += 1
             for stage, seconds in result.stage_seconds().items():
                 self.time_spent[stage] += seconds
-        line = {"trial": trial.number, "params": params, "outcome": result.outcome,
-                "duplicate": duplicate, "median_ms": result.median_ms,
-                "values": self.values(result) if result.verified else None,
-                "samples_ms": result.samples_ms, "registers": result.registers,
-                "spill_bytes": result.spill_bytes, "occupancy": result.occupancy,
-                "cubin_bytes": result.cubin_bytes, "error": result.error,
-                "seconds": result.seconds, "stage_seconds": result.stage_seconds(),
-                "time": datetime.datetime.now(datetime.UTC).isoformat(),
-                "config": result.config.to_dict()}
-        self.study_dir.append_trial(line)
+        self.study_dir.append_trial(summaries.trial_line(
+            trial.number, params, result, duplicate,
+            self.values(result) if result.verified else None))
         if self.on_trial:
             self.on_trial(self, result)
 
@@ -167,10 +160,9 @@ class Tuner:
         return self.storage.get_n_trials(self.study_id, states or None)
 
     def _room(self, trials: int) -> int:
-        """How many more trials the study may hold."""
-        # Trials whose process died, or that a deadline cancelled, do not count;
-        # those the askers were asked for and have not made yet do (read first:
-        # one made in between then counts twice, never not at all).
+        """How many more trials the study may hold. Trials whose process died or
+        that a deadline cancelled do not count; those asked of the askers do
+        (read first: one made meanwhile counts twice, never not at all)."""
         asked = self.askers.unanswered if self.askers and not self.askers.broken else 0
         state = self.state
         size = self._study_size(state.RUNNING, state.COMPLETE, state.PRUNED, state.FAIL)
@@ -271,14 +263,18 @@ class Tuner:
             pool = self.askers  # one that stopped still hands out what it made
             room = self._room(trials)  # a storage read costs more as the study grows
             room -= pool.ask_ahead(room) if pool else 0
+            ran = True
             while len(in_flight) < depth and not self._past_deadline():
-                if room <= depth:  # near the end: what other processes added counts
+                # Near the end, and after a trial that ran nothing (pruned, a
+                # repeat: those do not fill the loop), what others added counts.
+                if room <= depth or not ran:
                     room = self._room(trials)
                 fresh = room > 0 and self._queue_open()  # else only an asker's trial
+                before = len(in_flight)
                 made = (fresh or pool and pool.buffered) and self._ask_one(ex, in_flight, fresh)
                 if not made:
                     break
-                room -= made == "new"
+                room, ran = room - (made == "new"), len(in_flight) > before
             self.time_spent["ask"] += time.perf_counter() - t
             if not in_flight and not (pool and pool.delivering):
                 return
@@ -292,8 +288,7 @@ class Tuner:
                 self._finish(future, trial, params)
             self.time_spent["tell"] += time.perf_counter() - t
             self.restarts = ex.restarts
-            # At most once a second: a study can finish hundreds of trials
-            # a second, and trials.jsonl already has each one.
+            # At most once a second: trials.jsonl already has every trial.
             if time.perf_counter() - self._reported > REPORT_INTERVAL_S:
                 self._write_reports()
 
@@ -307,7 +302,7 @@ class Tuner:
             trial, params = start_owned_trial(self.study, self.storage, self.study_id, step,
                                               self.space.distributions(step), self.owner), step
         elif pool and (pool.buffered or not fresh or pool.delivered and not pool.broken):
-            # Once the askers deliver, the loop waits for theirs rather than ask.
+            # Once the askers deliver, the loop waits for theirs rather than asks.
             if not (taken := pool.take()):
                 return None
             (trial, params), made = taken, "taken"
@@ -350,7 +345,7 @@ class Tuner:
 
     def _untried(self, params: dict[str, Any]) -> bool:
         """Whether a local step would run a configuration not run yet."""
-        memo = tuple(sorted(params.items()))  # local steps revisit the best's neighbours
+        memo = json.dumps(params, sort_keys=True, default=str)  # steps revisit neighbours
         if (key := self._keys.get(memo)) is None:
             key = self._keys[memo] = self._keep_numerics(self.space.derive(params))[0].key()
         return key not in self.results and key not in self.waiting

@@ -754,3 +754,41 @@ def test_the_loop_says_what_its_own_asks_and_tells_cost(instance, tmp_path):
     spent = summary["time_spent"]
     assert 0 < spent["ask"] < spent["wall"] and 0 < spent["tell"] < spent["wall"]
 
+
+
+TOGETHER = """
+import sys
+from mneme_cc.record.db import RecordDB
+from mneme_cc.tune.tuner import Tuner, TuneSettings
+from tune_doubles import H100, FakeExecutor
+db, storage, trials = sys.argv[1:]
+(inst,) = RecordDB(db).instances
+settings = TuneSettings(space="quick", sampler="random", trials=int(trials), storage=storage,
+                        study_name="together", resume=True, compile_workers=2, askers=0,
+                        allow_numerics_change=True)
+print(Tuner(inst, settings, props=H100, executor=FakeExecutor).run()["trials"])
+"""
+
+
+def test_processes_started_together_on_a_small_space_keep_the_budget(instance, tmp_path):
+    """Late in a small space most asks repeat a configuration or are pruned, and
+    such trials never fill the loop: each still counts what the others added."""
+    import os
+    import subprocess
+    import sys
+
+    import optuna
+
+    here = Path(__file__).parent
+    storage = str(tmp_path / "together.log")
+    cmd = [sys.executable, "-c", TOGETHER, str(instance.db.path), storage, "200"]
+    processes = [subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(here)}, cwd=here,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+    for process in processes:
+        _, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err
+    from mneme_cc.tune.storage import open_storage
+
+    study = optuna.load_study(study_name="together", storage=open_storage(storage, tmp_path))
+    assert 200 <= len(study.trials) <= 201
