@@ -98,7 +98,6 @@ class Askers:
         import optuna
 
         self.owner = spec.owner
-
         self._trial_type = optuna.trial.Trial
         self._failed, self._running = optuna.trial.TrialState.FAIL, optuna.trial.TrialState.RUNNING
         self.study, self.storage, self.study_id = study, storage, study_id

@@ -160,20 +160,12 @@ class SearchSpace:
         return sample_dimensions(self.dimensions(), trial)
 
     def distributions(self, params: dict[str, Any]) -> dict[str, Any]:
-        """The Optuna distribution of each of `params` (what sample() asks with)."""
-        from optuna import distributions as d
+        """The Optuna distribution of each of `params`: what sample() asks with."""
+        import optuna
 
-        out: dict[str, Any] = {}
-        for dim in self.dimensions():
-            if dim.name not in params:
-                continue
-            if isinstance(dim, Int):
-                out[dim.name] = d.IntDistribution(dim.low, dim.high, log=dim.log, step=dim.step)
-            elif isinstance(dim, Real):
-                out[dim.name] = d.FloatDistribution(dim.low, dim.high, log=dim.log)
-            else:
-                out[dim.name] = d.CategoricalDistribution(dim.choices)
-        return out
+        trial = optuna.trial.FixedTrial(params)
+        self.sample(trial)
+        return trial.distributions
 
     def combinations(self) -> Iterator[dict[str, Any]]:
         """Every set of parameter values, with `when` honoured (discrete spaces

@@ -53,6 +53,7 @@ def summary(tuner) -> dict[str, Any]:
         "device": tuner.props.to_dict(), "output": str(tuner.out),
     }
 
+
 def best_record(tuner) -> dict[str, Any] | None:
     """What `mneme export` reads: the best verified config and its launch."""
     if tuner.best is None:

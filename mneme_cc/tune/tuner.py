@@ -88,7 +88,7 @@ class Tuner:
         self.stale = 0
         self.cancelled_before = 0  # trials a deadline cancelled in earlier runs
         self.results: dict[str, TrialResult] = {}   # grounded config key -> result
-        self._keys: dict[str, str] = {}  # parameter values -> their config's key
+        self._judged: dict[str, tuple] = {}  # parameter values -> _judge's answer
         # Trials whose config equals one still running: told when it finishes.
         self.waiting: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
         self.baseline: TrialResult | None = None
@@ -265,8 +265,7 @@ class Tuner:
             room -= pool.ask_ahead(room) if pool else 0
             ran = True
             while len(in_flight) < depth and not self._past_deadline():
-                # Near the end, and after a trial that ran nothing (pruned, a
-                # repeat: those do not fill the loop), what others added counts.
+                # Near the end, and after a trial that ran nothing, others' count.
                 if room <= depth or not ran:
                     room = self._room(trials)
                 fresh = room > 0 and self._queue_open()  # else only an asker's trial
@@ -321,7 +320,7 @@ class Tuner:
             trial.set_user_attr("constraint", reason)
             self.study.tell(trial, state=self.state.PRUNED)
             return made
-        config, reason = self._keep_numerics(self.space.derive(params))
+        config, reason, key = self._judge(params)
         pruned_as = oc.NUMERICS_CHANGING
         if not reason:
             reason, pruned_as = infeasible(config, self.instance.block, self.props, self.need) \
@@ -331,7 +330,6 @@ class Tuner:
             self.study.tell(trial, state=self.state.PRUNED)
             self.counts[pruned_as] += 1
             return made
-        key = config.key()
         if self.local and not step:
             self.local.sampled(key in self.results or key in self.waiting)
         if key in self.results:  # an equivalent config already ran
@@ -345,10 +343,18 @@ class Tuner:
 
     def _untried(self, params: dict[str, Any]) -> bool:
         """Whether a local step would run a configuration not run yet."""
-        memo = json.dumps(params, sort_keys=True, default=str)  # steps revisit neighbours
-        if (key := self._keys.get(memo)) is None:
-            key = self._keys[memo] = self._keep_numerics(self.space.derive(params))[0].key()
+        key = self._judge(params)[2]
         return key not in self.results and key not in self.waiting
+
+    def _judge(self, params: dict[str, Any]) -> tuple[ReplayConfig, str | None, str]:
+        """(config to run, why not or None, its key): local steps ask twice."""
+        memo = json.dumps(params, sort_keys=True, default=str)
+        if (judged := self._judged.get(memo)) is None:
+            if len(self._judged) >= 1 << 15:  # bounded: sampled reals seldom repeat
+                self._judged.clear()
+            config, reason = self._keep_numerics(self.space.derive(params))
+            judged = self._judged[memo] = (config, reason, config.key())
+        return judged
 
     def _finish(self, future, trial, params: dict[str, Any]) -> None:
         result = future.result()
