@@ -7,6 +7,7 @@
 #include "mneme/SnapshotStore.h"
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <csignal>
 #include <cstdio>
@@ -315,11 +316,24 @@ int main(int Argc, char **Argv) {
                         (Preload && *Preload ? ":" + std::string(Preload) : ""));
 
   size_t Before = instanceCount(O.Database);
-  if (O.Verbose)
+  // With --verbose the recorder's timeline counts from here (the same clock).
+  const auto Launched = std::chrono::steady_clock::now();
+  if (O.Verbose) {
     reportStart();
+    Environment.push_back(
+        "MNEME_LAUNCHED_NS=" +
+        std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           Launched.time_since_epoch())
+                           .count()));
+  }
   int Code = runForwardingSignals(Program, O.Command, Environment, Error);
   if (Code < 0)
     return fail(Error);
+  if (O.Verbose)
+    std::fprintf(stderr, "mneme: the application ran %.1f ms (from its start to its exit)\n",
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                           Launched)
+                     .count());
   if (instanceCount(O.Database) == Before)
     std::fprintf(stderr, "mneme: warning: recorded no instance: %s\n",
                  whyNothing(Program).c_str());

@@ -267,7 +267,7 @@ const std::vector<const char *> &recorderVariables() {
   static const std::vector<const char *> Names = {
       "MNEME_RDB",   "MNEME_KERNELS", "MNEME_SKIP",       "MNEME_MAX_INSTANCES",
       "MNEME_VASS",  "MNEME_VA_BASE", "MNEME_RANKS",      "MNEME_CHUNK_SIZE",
-      "MNEME_ZSTD_LEVEL", "MNEME_VERBOSE"};
+      "MNEME_ZSTD_LEVEL", "MNEME_VERBOSE", "MNEME_LAUNCHED_NS"};
   return Names;
 }
 

@@ -8,9 +8,15 @@
 
 namespace mneme::recorder {
 
+namespace {
+// Bytes one fetch copies: an instance's staged gigabytes spread over the
+// writer's fetch threads.
+constexpr uint64_t FetchPieceBytes = 32ULL << 20;
+} // namespace
+
 void ChunkCopier::reset() {
-  Fetcher = DeviceSnapshot();
-  FetcherReady = false;
+  std::lock_guard<std::mutex> G(FetchersLock);
+  IdleFetchers.clear();
 }
 
 bool ChunkCopier::copy(const std::vector<SnapshotRegion> &Regions,
@@ -84,20 +90,51 @@ void ChunkCopier::unstage(const std::vector<StagedCopy> &Staged) {
   }
 }
 
-bool ChunkCopier::fetch(const std::vector<StagedCopy> &Staged, std::string &Error) {
-  driver().CtxSetCurrent(Context);
-  if (!FetcherReady) {
-    if (!Fetcher.init(Error, 4ULL << 20))
-      return false;
-    FetcherReady = true;
-  }
-  bool Ok = true;
+void ChunkCopier::fetches(const std::vector<StagedCopy> &Staged,
+                          std::vector<std::function<bool(std::string &Error)>> &Out) {
+  // Frees the staged copy when the last of its pieces is done (or dropped).
+  struct Release {
+    ChunkCopier *Copier;
+    CUdeviceptr Copy;
+    uint64_t Bytes;
+    ~Release() { Copier->releaseStaged(Copy, Bytes); }
+  };
   for (const StagedCopy &S : Staged) {
-    Ok = Ok && Fetcher.copyToHost(S.Copy, S.Bytes, S.Buffer.get(), Error);
-    Fetcher.release(S.Copy);
-    StagedBytes -= S.Bytes;
+    auto Owner = std::make_shared<Release>(Release{this, S.Copy, S.Bytes});
+    for (uint64_t At = 0; At < S.Bytes; At += FetchPieceBytes) {
+      uint64_t Bytes = std::min(FetchPieceBytes, S.Bytes - At);
+      Out.push_back([this, Owner, Buffer = S.Buffer, At, Bytes](std::string &Error) {
+        return fetchPiece(Owner->Copy + At, Bytes, Buffer.get() + At, Error);
+      });
+    }
   }
+}
+
+bool ChunkCopier::fetchPiece(CUdeviceptr From, uint64_t Bytes, char *To, std::string &Error) {
+  driver().CtxSetCurrent(Context);
+  std::unique_ptr<DeviceSnapshot> Fetcher;
+  {
+    std::lock_guard<std::mutex> G(FetchersLock);
+    if (!IdleFetchers.empty()) {
+      Fetcher = std::move(IdleFetchers.back());
+      IdleFetchers.pop_back();
+    }
+  }
+  if (!Fetcher) {
+    Fetcher = std::make_unique<DeviceSnapshot>();
+    if (!Fetcher->init(Error, 4ULL << 20, /*Kernels=*/false))
+      return false;
+  }
+  bool Ok = Fetcher->copyToHost(From, Bytes, To, Error);
+  std::lock_guard<std::mutex> G(FetchersLock);
+  IdleFetchers.push_back(std::move(Fetcher));
   return Ok;
+}
+
+void ChunkCopier::releaseStaged(CUdeviceptr Copy, uint64_t Bytes) {
+  driver().CtxSetCurrent(Context);
+  Snapshot.release(Copy);
+  StagedBytes -= Bytes;
 }
 
 } // namespace mneme::recorder

@@ -11,6 +11,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -50,8 +53,11 @@ public:
             std::vector<StagedCopy> &Staged, std::string &Error);
   // Frees copies that will not be fetched (the instance was abandoned).
   void unstage(const std::vector<StagedCopy> &Staged);
-  // On the writer's fetch thread: staged copies to their host buffers.
-  bool fetch(const std::vector<StagedCopy> &Staged, std::string &Error);
+  // The writer's work for staged copies: pieces that copy them to their
+  // host buffers, each on any of its fetch threads; a copy is freed once
+  // its last piece is gone.
+  void fetches(const std::vector<StagedCopy> &Staged,
+               std::vector<std::function<bool(std::string &Error)>> &Out);
 
   uint64_t copiedBytes() const { return CopiedBytes; }
   uint64_t copyRuns() const { return CopyRuns; }
@@ -64,10 +70,14 @@ private:
                size_t End, InstanceJob &Job, std::vector<StagedCopy> &Staged,
                std::string &Error);
 
+  // On a fetch thread: Bytes of a staged copy into host memory.
+  bool fetchPiece(CUdeviceptr From, uint64_t Bytes, char *To, std::string &Error);
+  void releaseStaged(CUdeviceptr Copy, uint64_t Bytes);
+
   DeviceSnapshot &Snapshot;
   InstanceWriter &Database;
-  DeviceSnapshot Fetcher; // used by the writer's fetch thread only
-  bool FetcherReady = false;
+  std::mutex FetchersLock;
+  std::vector<std::unique_ptr<DeviceSnapshot>> IdleFetchers; // one per fetch thread at most
   CUcontext Context = nullptr;
   std::atomic<uint64_t> StagedBytes{0};
   uint64_t StagingCap = 0;

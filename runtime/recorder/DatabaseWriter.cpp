@@ -3,6 +3,7 @@
 #include "Options.h"
 
 #include <algorithm>
+#include <chrono>
 #include <system_error>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -13,6 +14,16 @@ namespace {
 constexpr uint64_t MaxPendingBytes = 8ULL << 30;
 // Threads drain() may add: many ranks of a large node exit at once.
 constexpr unsigned MaxExtraThreads = 32;
+// Threads copying staged snapshot bytes to the host: one thread's copies
+// (and the first touch of the host buffers they fill) fall behind the
+// compressing threads when an instance brings gigabytes.
+constexpr unsigned MostFetchThreads = 4;
+
+uint64_t nanosecondsSince(std::chrono::steady_clock::time_point T0) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now() - T0)
+      .count();
+}
 } // namespace
 
 HostBuffer allocateHostBuffer(uint64_t Bytes) {
@@ -28,10 +39,17 @@ HostBuffer allocateHostBuffer(uint64_t Bytes) {
 
 DatabaseWriter::DatabaseWriter(std::string Dir, int ZstdLevel, unsigned Count)
     : Directory(std::move(Dir)), Level(ZstdLevel) {
-  for (unsigned I = 0; I < std::max(1u, Count); ++I)
+  StoreThreads = std::max(1u, Count);
+  FetchThreads = std::min(MostFetchThreads, StoreThreads);
+  for (unsigned I = 0; I < StoreThreads; ++I)
     Threads.emplace_back([this] { compressLoop(); });
-  Threads.emplace_back([this] { fetchLoop(); });
+  for (unsigned I = 0; I < FetchThreads; ++I)
+    Threads.emplace_back([this] { fetchLoop(); });
   Threads.emplace_back([this] { commitLoop(); });
+}
+
+WriterStats DatabaseWriter::stats() const {
+  return WriterStats{FetchNs / 1e9, StoreNs / 1e9, FetchThreads, StoreThreads};
 }
 
 DatabaseWriter::~DatabaseWriter() {
@@ -50,8 +68,10 @@ void DatabaseWriter::submit(std::unique_ptr<InstanceJob> Job) {
   Changed.wait(G, [&] { return PendingBytes < MaxPendingBytes || Jobs.empty(); });
   Job->Remaining = Job->Chunks.size();
   PendingBytes += Job->HostBytes;
-  if (Job->Fetch) {
-    ToFetch.push_back(Job.get());
+  Job->FetchesLeft = Job->Fetches.size();
+  if (Job->FetchesLeft) {
+    for (size_t I = 0; I < Job->Fetches.size(); ++I)
+      ToFetch.emplace_back(Job.get(), I);
   } else {
     Job->Fetched = true;
     for (size_t I = 0; I < Job->Chunks.size(); ++I)
@@ -71,6 +91,7 @@ void DatabaseWriter::drain(unsigned MoreThreads) {
   for (unsigned I = 0; I < std::min(MoreThreads, MaxExtraThreads); ++I) {
     try {
       Threads.emplace_back([this] { compressLoop(); });
+      ++StoreThreads;
     } catch (const std::system_error &) {
       break;
     }
@@ -90,13 +111,17 @@ void DatabaseWriter::fetchLoop() {
     Changed.wait(G, [&] { return Stopping || !ToFetch.empty(); });
     if (ToFetch.empty())
       return;
-    InstanceJob *Job = ToFetch.front();
+    auto [Job, Index] = ToFetch.front();
     ToFetch.pop_front();
     G.unlock();
+    auto T0 = std::chrono::steady_clock::now();
     std::string Error;
-    if (!Failed && !Job->Fetch(Error))
+    if (!Failed && !Job->Fetches[Index](Error))
       fail(Error);
+    FetchNs += nanosecondsSince(T0);
     G.lock();
+    if (--Job->FetchesLeft > 0)
+      continue;
     Job->Fetched = true;
     for (size_t I = 0; I < Job->Chunks.size(); ++I)
       Tasks.emplace_back(Job, I);
@@ -116,10 +141,12 @@ void DatabaseWriter::compressLoop() {
     const ChunkTask &T = Job->Chunks[Index];
     uint64_t Stored = 0;
     std::string Error;
+    auto T0 = std::chrono::steady_clock::now();
     if (!Failed &&
         !store::writeChunk(Directory, T.Hash, T.Buffer.get() + T.Offset, T.Size,
                            Level, Stored, Error))
       fail(Error);
+    StoreNs += nanosecondsSince(T0);
     Job->StoredBytes += Stored;
     G.lock();
     if (--Job->Remaining == 0)

@@ -47,13 +47,21 @@ struct InstanceJob {
   // the chunks added; the last file is the index entry.
   std::function<std::vector<OutputFile>(uint64_t StoredBytes)> Files;
   std::vector<std::string> RemoveAfter; // e.g. the instance's claim
-  // Fills the chunks' host buffers (from device staging) before they are
-  // compressed; run on the writer's fetch thread.  Null: already filled.
-  std::function<bool(std::string &Error)> Fetch;
+  // Fill the chunks' host buffers (from device staging) before they are
+  // compressed, each on one of the writer's fetch threads, in any order.
+  // None: already filled.
+  std::vector<std::function<bool(std::string &Error)>> Fetches;
   uint64_t HostBytes = 0; // memory held until written
   // Filled by the writer.
   std::atomic<uint64_t> Remaining{0}, StoredBytes{0};
+  size_t FetchesLeft = 0;
   bool Fetched = false;
+};
+
+// Where the writer's threads spent their time (summed over threads).
+struct WriterStats {
+  double FetchSeconds = 0, StoreSeconds = 0;
+  unsigned FetchThreads = 0, StoreThreads = 0;
 };
 
 class DatabaseWriter {
@@ -67,6 +75,7 @@ public:
   void drain(unsigned MoreThreads = 0);
   bool failed() const { return Failed; }
   uint64_t committed() const { return Committed; }
+  WriterStats stats() const;
 
 private:
   void fetchLoop();
@@ -80,11 +89,13 @@ private:
   std::condition_variable Changed;
   std::deque<std::pair<InstanceJob *, size_t>> Tasks; // (job, chunk index)
   std::deque<std::unique_ptr<InstanceJob>> Jobs;      // committed in order
-  std::deque<InstanceJob *> ToFetch;
+  std::deque<std::pair<InstanceJob *, size_t>> ToFetch; // (job, fetch index)
   uint64_t PendingBytes = 0;
   bool Stopping = false;
   std::atomic<bool> Failed{false};
   std::atomic<uint64_t> Committed{0};
+  std::atomic<uint64_t> FetchNs{0}, StoreNs{0};
+  unsigned FetchThreads = 0, StoreThreads = 0;
   std::vector<std::thread> Threads;
 };
 

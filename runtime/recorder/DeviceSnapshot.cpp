@@ -21,17 +21,18 @@ bool check(CUresult R, const char *What, std::string &Error) {
 
 } // namespace
 
-bool DeviceSnapshot::init(std::string &Error, uint64_t PieceBytes) {
+bool DeviceSnapshot::init(std::string &Error, uint64_t PieceBytes, bool Kernels) {
   const Driver &D = driver();
   StagingBytes = PieceBytes;
   CUmodule Module;
   return check(D.StreamCreate(&Stream, CU_STREAM_NON_BLOCKING), "creating a stream", Error) &&
-         check(D.ModuleLoadData(&Module, MnemeHashKernelImage), "loading the hash kernel",
-               Error) &&
-         check(D.ModuleGetFunction(&Kernel, Module, "mneme_hash_chunks"),
-               "finding the hash kernel", Error) &&
-         check(D.ModuleGetFunction(&HoldKernel, Module, "mneme_hold"),
-               "finding the hold kernel", Error) &&
+         (!Kernels ||
+          (check(D.ModuleLoadData(&Module, MnemeHashKernelImage), "loading the hash kernel",
+                 Error) &&
+           check(D.ModuleGetFunction(&Kernel, Module, "mneme_hash_chunks"),
+                 "finding the hash kernel", Error) &&
+           check(D.ModuleGetFunction(&HoldKernel, Module, "mneme_hold"),
+                 "finding the hold kernel", Error))) &&
          check(D.EventCreate(&Copied[0], CU_EVENT_DISABLE_TIMING), "creating an event", Error) &&
          check(D.EventCreate(&Copied[1], CU_EVENT_DISABLE_TIMING), "creating an event", Error);
 }

@@ -27,8 +27,9 @@ class DeviceSnapshot {
 public:
   // PieceBytes: the size of each pinned staging half; smaller pieces keep
   // a background copy from holding the copy engine against the
-  // application's own transfers.
-  bool init(std::string &Error, uint64_t PieceBytes = 32ULL << 20);
+  // application's own transfers.  Without Kernels only copies are made
+  // (hash() and hold() are not available).
+  bool init(std::string &Error, uint64_t PieceBytes = 32ULL << 20, bool Kernels = true);
   // Digests of every ChunkSize piece of each range, in order.
   bool hash(const std::vector<DeviceRange> &Ranges, uint64_t ChunkSize,
             std::vector<std::vector<Digest>> &Out, std::string &Error);

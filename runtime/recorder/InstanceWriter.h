@@ -61,6 +61,7 @@ public:
       Writer->drain(MoreThreads);
   }
   uint64_t committed() const { return Writer->committed(); }
+  WriterStats writerStats() const { return Writer->stats(); }
 
   // Claims an instance for this process; false if another one holds it.
   bool claim(const std::string &Static, const std::string &Dynamic) const;

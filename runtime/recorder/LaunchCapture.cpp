@@ -113,10 +113,7 @@ bool LaunchCapture::epilogue(CapturedLaunch &C, InstanceJob &Job, std::string &E
 }
 
 void LaunchCapture::handOver(const CapturedLaunch &C, InstanceJob &Job) {
-  if (!C.Staged.empty())
-    Job.Fetch = [Into = &Copier, Staged = C.Staged](std::string &Error) {
-      return Into->fetch(Staged, Error);
-    };
+  Copier.fetches(C.Staged, Job.Fetches);
 }
 
 CaptureStats LaunchCapture::stats() const {

@@ -71,6 +71,8 @@ Options load() {
   if (const char *V = env("MNEME_RANKS"))
     O.RankSelection = V;
   O.Verbose = env("MNEME_VERBOSE") != nullptr;
+  if (const char *V = env("MNEME_LAUNCHED_NS"))
+    O.LaunchedAt = std::strtoull(V, nullptr, 10) / 1e9;
   O.Rank = detectRank();
   if (O.ChunkSize < 4096 || O.ChunkSize % 8) {
     O.Errors.push_back("MNEME_CHUNK_SIZE must be a multiple of 8, at least 4096");

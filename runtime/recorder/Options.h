@@ -22,6 +22,7 @@ struct Options {
   int Rank = -1;                  // from the launcher's variables; -1: none
   std::string RankSelection;      // MNEME_RANKS, e.g. "0,2-3"; empty: all
   bool Verbose = false;           // MNEME_VERBOSE
+  double LaunchedAt = 0;          // MNEME_LAUNCHED_NS: the launcher's fork, steady clock
   std::vector<std::string> Errors; // settings that could not be parsed
 
   bool recordsThisRank() const;

@@ -48,6 +48,21 @@ struct IdentityHash {
 namespace {
 thread_local bool InRecorder = false;
 
+// When the recorder was loaded, and (with --verbose) what the application's
+// exit took after the recorder finished: this handler is registered before
+// the CUDA runtime's, so it runs after it, context teardown included.
+double LoadedAt = 0;
+void reportExit() {
+  if (double Finished = Recorder::get().finishedAt())
+    report("the application's exit took " + std::to_string(int((now() - Finished) * 1e3)) +
+           " ms after the recorder finished (CUDA's teardown of the context among it)");
+}
+__attribute__((constructor)) void noteLoaded() {
+  LoadedAt = now();
+  if (options().Verbose && !options().Database.empty())
+    std::atexit(reportExit);
+}
+
 // The processors this process may run on (a batch job's share, not the node's).
 unsigned usableProcessors() {
   cpu_set_t Set;
@@ -70,6 +85,7 @@ bool Recorder::start() {
   if (State != Mode::Unstarted)
     return State == Mode::Recording;
   double T0 = now();
+  StartedAt = T0;
   bool Started = begin();
   StartSeconds += now() - T0;
   return Started;
@@ -325,7 +341,12 @@ cudaError_t Recorder::launch(const LaunchRequest &R) {
   // Claim the instance: one process records it, others launch as usual.
   if (!Instances.claim(K.StaticHash, Dynamic))
     return PassOn();
+  double T1 = now();
   cudaError_t Result = record(K, R, Args, Dynamic);
+  double Took = now() - T1;
+  RecordSeconds += Took;
+  if (RecordCalls++ == 0)
+    FirstRecordSeconds = Took;
   return Result;
 }
 
@@ -416,7 +437,8 @@ void Recorder::finish() {
   // compresses what is still queued.
   unsigned All = usableProcessors();
   Instances.drain(All > WriterThreads ? All - WriterThreads : 0);
-  double Wait = now() - T0;
+  FinishedAt = now();
+  double Wait = FinishedAt - T0;
   if (options().Verbose || InstancesQueued)
     report("recorded " + std::to_string(Instances.committed()) + " instance(s) into " +
            options().Database);
@@ -436,7 +458,34 @@ void Recorder::finish() {
                   static_cast<unsigned long long>(PassedOn),
                   PassedOn ? PassOnSeconds / PassedOn * 1e6 : 0.0);
     report(Line);
+    reportTimeline(T0);
   }
+}
+
+// Instances' cost on the application's threads, and when each phase began,
+// in ms from the launcher's fork (or from the recorder's load).
+void Recorder::reportTimeline(double FinishBegan) const {
+  char Line[320];
+  std::snprintf(Line, sizeof Line,
+                "%llu instance(s) took %.1f ms on the application's threads (the first %.1f "
+                "ms, which sets the capture up)",
+                static_cast<unsigned long long>(RecordCalls), RecordSeconds * 1e3,
+                FirstRecordSeconds * 1e3);
+  report(Line);
+  WriterStats W = Instances.writerStats();
+  std::snprintf(Line, sizeof Line,
+                "the writer: %.3f s copying staged bytes to the host (%u threads), %.3f s "
+                "compressing and writing (%u threads), summed over its threads",
+                W.FetchSeconds, W.FetchThreads, W.StoreSeconds, W.StoreThreads);
+  report(Line);
+  const double Zero = options().LaunchedAt > 0 ? options().LaunchedAt : LoadedAt;
+  auto Ms = [&](double T) { return (T - Zero) * 1e3; };
+  std::snprintf(Line, sizeof Line,
+                "timeline, ms from %s: recorder loaded %.1f, recording started %.1f, the "
+                "application exited at %.1f, the writer done at %.1f",
+                options().LaunchedAt > 0 ? "the launcher's fork" : "the recorder's load",
+                Ms(LoadedAt), Ms(StartedAt), Ms(FinishBegan), Ms(FinishedAt));
+  report(Line);
 }
 
 } // namespace mneme::recorder

@@ -30,6 +30,7 @@ namespace mneme::recorder {
 class Recorder {
 public:
   static Recorder &get();
+  double finishedAt() const { return FinishedAt; }
   // Whether this thread is inside the recorder: a driver entry point the
   // CUDA runtime reaches on its behalf passes straight through.
   static bool busy();
@@ -98,6 +99,11 @@ private:
   // start (the VA window's reservation among it), deciding not to record.
   double SubmitSeconds = 0, StartSeconds = 0, WindowSeconds = 0, PassOnSeconds = 0;
   uint64_t PassedOn = 0;
+  // The application's threads' time in recording instances (the first's
+  // apart: it sets the capture up), and the moments the timeline reports.
+  double RecordSeconds = 0, FirstRecordSeconds = 0, StartedAt = 0, FinishedAt = 0;
+  uint64_t RecordCalls = 0;
+  void reportTimeline(double FinishBegan) const;
   unsigned WriterThreads = 1; // compressing while the application runs
 
   // Stream-ordered frees land here from a host callback, which must not

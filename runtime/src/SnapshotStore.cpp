@@ -2,10 +2,14 @@
 
 #include <zstd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <memory>
+#include <sys/uio.h>
+#include <vector>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -98,21 +102,34 @@ bool initDatabase(const std::string &Dir, std::string &Error) {
   return true;
 }
 
-bool writeFileAtomic(const std::string &Path, std::string_view Data,
-                     std::string &Error, bool Exclusive) {
+namespace {
+
+// Writes Pieces, in order, to a new temporary beside Path and moves it into
+// place (see writeFileAtomic).  With MakeDirectories, the directory is made
+// when it is missing.
+bool writePiecesAtomic(const std::string &Path, const std::string_view *Pieces, size_t Count,
+                       std::string &Error, bool Exclusive, bool MakeDirectories) {
   Error.clear();
   // Unique per process and call: concurrent writers never share a temporary.
   static std::atomic<uint64_t> Serial{0};
   std::string Tmp = Path + ".tmp." + std::to_string(getpid()) + "." +
                     std::to_string(Serial++);
   int Fd = open(Tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (Fd < 0 && errno == ENOENT && MakeDirectories &&
+      makeDirectories(Path.substr(0, Path.rfind('/')), Error))
+    Fd = open(Tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (Fd < 0) {
-    Error = errnoText("cannot write", Tmp);
+    if (Error.empty())
+      Error = errnoText("cannot write", Tmp);
     return false;
   }
-  size_t Done = 0;
-  while (Done < Data.size()) {
-    ssize_t N = write(Fd, Data.data() + Done, Data.size() - Done);
+  std::vector<iovec> Left;
+  for (size_t I = 0; I < Count; ++I)
+    if (!Pieces[I].empty())
+      Left.push_back(iovec{const_cast<char *>(Pieces[I].data()), Pieces[I].size()});
+  size_t First = 0;
+  while (First < Left.size()) {
+    ssize_t N = writev(Fd, Left.data() + First, static_cast<int>(Left.size() - First));
     if (N < 0 && errno == EINTR)
       continue;
     if (N <= 0) {
@@ -121,7 +138,15 @@ bool writeFileAtomic(const std::string &Path, std::string_view Data,
       unlink(Tmp.c_str());
       return false;
     }
-    Done += N;
+    // Past the pieces written whole, into the one written in part.
+    for (size_t Done = N; Done;) {
+      size_t Take = std::min(Done, Left[First].iov_len);
+      Left[First].iov_base = static_cast<char *>(Left[First].iov_base) + Take;
+      Left[First].iov_len -= Take;
+      Done -= Take;
+      if (Left[First].iov_len == 0)
+        ++First;
+    }
   }
   close(Fd);
   if (Exclusive) {
@@ -142,6 +167,37 @@ bool writeFileAtomic(const std::string &Path, std::string_view Data,
     return false;
   }
   return true;
+}
+
+// A compression context and output buffer per writing thread: made once,
+// since a chunk is small enough that making them each time would cost as
+// much as compressing it.
+struct Compressor {
+  ZSTD_CCtx *Context = ZSTD_createCCtx();
+  std::unique_ptr<char[]> Buffer;
+  size_t Capacity = 0;
+  ~Compressor() { ZSTD_freeCCtx(Context); }
+  // The compressed bytes, or an empty view when compressing does not pay.
+  std::string_view compress(const void *Data, size_t Size, int Level) {
+    size_t Bound = ZSTD_compressBound(Size);
+    if (Bound > Capacity) {
+      Buffer.reset(new char[Bound]);
+      Capacity = Bound;
+    }
+    if (!Context)
+      return {};
+    size_t N = ZSTD_compressCCtx(Context, Buffer.get(), Capacity, Data, Size, Level);
+    if (ZSTD_isError(N) || N >= Size)
+      return {};
+    return std::string_view(Buffer.get(), N);
+  }
+};
+
+} // namespace
+
+bool writeFileAtomic(const std::string &Path, std::string_view Data,
+                     std::string &Error, bool Exclusive) {
+  return writePiecesAtomic(Path, &Data, 1, Error, Exclusive, /*MakeDirectories=*/false);
 }
 
 bool readFile(const std::string &Path, std::string &Out, std::string &Error) {
@@ -179,40 +235,36 @@ bool writeChunk(const std::string &DbDir, const Digest &Hash, const void *Data,
   if (stat(Path.c_str(), &St) == 0)
     return true; // stored before: content addressing makes it the same bytes
 
-  std::string Payload;
-  Codec C = Codec::Raw;
-  if (Level > 0) {
-    Payload.resize(ZSTD_compressBound(Size));
-    size_t N = ZSTD_compress(Payload.data(), Payload.size(), Data, Size, Level);
-    if (!ZSTD_isError(N) && N < Size) {
-      Payload.resize(N);
-      C = Codec::Zstd;
-    }
-  }
+  thread_local Compressor Zstd;
+  std::string_view Payload = Level > 0 ? Zstd.compress(Data, Size, Level) : std::string_view();
+  Codec C = Payload.empty() ? Codec::Raw : Codec::Zstd;
+  // A raw payload is the chunk's content, so its checksum is the content
+  // hash's low half, which the name carries: readChunk checks both.
+  uint64_t Sum = Hash.Lo;
   if (C == Codec::Raw)
-    Payload.assign(static_cast<const char *>(Data), Size);
+    Payload = std::string_view(static_cast<const char *>(Data), Size);
+  else
+    Sum = checksum(Payload);
 
-  std::string File;
-  File.reserve(ChunkHeaderSize + Payload.size());
-  File.append(ChunkMagic, 8);
-  put32(File, FormatVersion);
-  put32(File, static_cast<uint32_t>(C));
-  put64(File, Size);
-  put64(File, Payload.size());
-  put64(File, Hash.Lo);
-  put64(File, Hash.Hi);
-  put64(File, checksum(Payload));
-  File += Payload;
+  std::string Header;
+  Header.reserve(ChunkHeaderSize);
+  Header.append(ChunkMagic, 8);
+  put32(Header, FormatVersion);
+  put32(Header, static_cast<uint32_t>(C));
+  put64(Header, Size);
+  put64(Header, Payload.size());
+  put64(Header, Hash.Lo);
+  put64(Header, Hash.Hi);
+  put64(Header, Sum);
 
-  std::string Dir = Path.substr(0, Path.rfind('/'));
-  if (!makeDirectories(Dir, Error))
-    return false;
-  if (!writeFileAtomic(Path, File, Error, /*Exclusive=*/true)) {
+  const std::string_view Pieces[] = {Header, Payload};
+  if (!writePiecesAtomic(Path, Pieces, 2, Error, /*Exclusive=*/true,
+                         /*MakeDirectories=*/true)) {
     if (!Error.empty())
       return false;
     return true; // another writer stored it first
   }
-  StoredBytes = File.size();
+  StoredBytes = Header.size() + Payload.size();
   return true;
 }
 
