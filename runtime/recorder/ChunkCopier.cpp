@@ -97,10 +97,12 @@ void ChunkCopier::fetches(const std::vector<StagedCopy> &Staged,
     ChunkCopier *Copier;
     CUdeviceptr Copy;
     uint64_t Bytes;
+    Release(ChunkCopier *Owner, CUdeviceptr P, uint64_t N) : Copier(Owner), Copy(P), Bytes(N) {}
+    Release(const Release &) = delete; // freed once, by the last piece
     ~Release() { Copier->releaseStaged(Copy, Bytes); }
   };
   for (const StagedCopy &S : Staged) {
-    auto Owner = std::make_shared<Release>(Release{this, S.Copy, S.Bytes});
+    auto Owner = std::make_shared<Release>(this, S.Copy, S.Bytes);
     for (uint64_t At = 0; At < S.Bytes; At += FetchPieceBytes) {
       uint64_t Bytes = std::min(FetchPieceBytes, S.Bytes - At);
       Out.push_back([this, Owner, Buffer = S.Buffer, At, Bytes](std::string &Error) {
