@@ -24,13 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from mneme_cc.errors import MnemeError
-from mneme_cc.record.db import ALLOCATION, Instance
+from mneme_cc.record.db import Instance
 from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.compiling.compiler import compile_instance
 from mneme_cc.replay.compiling.numerics import codegen_of, numerics_changes
 from mneme_cc.replay.config import ReplayConfig
-from mneme_cc.replay.judging import contraction_probe as probe
 from mneme_cc.replay.judging import nondeterminism as nd
 from mneme_cc.replay.judging.gpu_compare import GpuComparer
 from mneme_cc.replay.judging.verify import Mismatch, Policy, compare, policies_for
@@ -39,21 +37,17 @@ from mneme_cc.replay.output import save_output as save_output_dir
 from mneme_cc.replay.result import ReplayResult
 from mneme_cc.replay.running import device as dev
 from mneme_cc.replay.running.device_state import DeviceState
+from mneme_cc.replay.running.probes import Probes, buffer_name
 from mneme_cc.replay.running.timer import LaunchTimer
 
 __all__ = ["Replayer", "ReplayResult"]
-
-
-def _buffer_name(region) -> str:
-    """How results name a buffer: an allocation by address, a global by name."""
-    return f"allocation {region.address:#x}" if region.kind == ALLOCATION else region.name
 
 
 def _arch_number(arch: str) -> int:
     return int(arch.removeprefix("sm_").rstrip("a"))
 
 
-class Replayer:
+class Replayer(Probes):
     """A session over one instance. `probe_nondeterminism`: on a failed
     verification, run the application's kernel again to tell nondeterministic
     buffers from wrong ones (once per instance; the finding is stored).
@@ -217,7 +211,7 @@ class Replayer:
         out, tolerated = [], []
         written = state.written_addresses
         for region in epilogue.allocations:
-            name = _buffer_name(region)
+            name = buffer_name(region)
             count, _ = self._comparer.differing(region.address, expected.on_device(region),
                                                 region.size)
             if not count:
@@ -246,102 +240,6 @@ class Replayer:
 
             self._types = buffer_dtypes(self.instance) if self.kernel.has_ir else {}
         return self._types
-
-    def _put_back_unwritten(self) -> None:
-        """What verification puts back, without judging: the allocations a run
-        changed where the recording wrote nothing (compared on the device; a
-        probe's runs differ from the recording by design, and judging them
-        would build statistics nobody reads)."""
-        if self._comparer is None:
-            self._comparer = GpuComparer(self.device)
-        written, expected = self.state.written_addresses, self.state.expected
-        for region in self.instance.epilogue.allocations:
-            if region.address in written:
-                continue
-            count, _ = self._comparer.differing(region.address, expected.on_device(region),
-                                                region.size)
-            if count:
-                self.state.put_back(region)
-
-    # -- nondeterminism ----------------------------------------------------------
-
-    def _outputs(self, config: ReplayConfig, runs: int = 1) -> list[dict[str, np.ndarray]]:
-        """Runs config `runs` times, each from the prologue at its geometry,
-        and reads back what the epilogue covers after each run."""
-        inst = self.instance
-        module, function, globals_, _ = self._load(config)
-        out: list[dict[str, np.ndarray]] = []
-        smem = inst.shared_mem_bytes if config.shared_mem_bytes is None else config.shared_mem_bytes
-        try:
-            self._allow_shared_memory(function, smem)
-            # What an earlier run wrote where the recording did not: put back.
-            self._put_back_unwritten()
-            for _ in range(runs):
-                self.state.restore(globals_)
-                self._launch(function, config.grid or inst.grid, config.block or inst.block, smem)
-                self.device.synchronize("running a probe")
-                out.append({_buffer_name(r): r.data for r in self.state.output_regions(globals_)})
-                self._put_back_unwritten()
-        finally:
-            module.unload()
-        return out
-
-    def _probe(self) -> nd.Nondeterminism:
-        """Runs the application's kernel (the IR at the recorded settings without
-        its image) again from the prologue and compares the runs."""
-        inst = self.instance
-        reference = "original" if self.kernel.description.get("image") else "ir"
-        runs = self._outputs(ReplayConfig(baseline=reference), nd.RUNS)
-        buffers, unreproduced = [], []
-        for region in inst.epilogue.regions:
-            name = _buffer_name(region)
-            outputs = [run[name] for run in runs if name in run]
-            if len(outputs) != nd.RUNS:
-                continue
-            recorded = self.state.expected.host(region)
-            found = nd.spread(name, recorded, outputs, self._element_types().get(name))
-            if found:
-                buffers.append(found)
-            elif (outputs[0] != recorded).any():
-                unreproduced.append(name)
-        return nd.Nondeterminism(reference, nd.RUNS, buffers, unreproduced)
-
-    def _probed(self) -> bool:
-        """After a failed verification: whether a probe just found nondeterminism
-        (once per instance; a probe that cannot run leaves the failure as it is)."""
-        if not self.probe_nondeterminism or self.nondeterminism is not None:
-            return False
-        try:
-            self.nondeterminism = self._probe()
-        except MnemeError:
-            self.probe_nondeterminism = False
-            return False
-        try:
-            nd.store(self.instance, self.nondeterminism)
-        except OSError:
-            pass  # a read-only database: the finding holds for this session
-        return not self.nondeterminism.deterministic
-
-    def _numerics_found(self, config: ReplayConfig, failed: bool) -> list[str]:
-        """How config's numerics differ from the build's: the rules' answer, or
-        after a failure the contraction probe's where the rules cannot tell."""
-        declared = self._numerics_changes(config)
-        if not failed or not self.kernel.has_ir:
-            return declared
-        codegen = codegen_of(self.kernel)
-        # Runs that differ by themselves cannot be compared bit for bit.
-        if not probe.applies(config, codegen) or (
-                self.nondeterminism and not self.nondeterminism.deterministic):
-            return declared
-        try:
-            if self._unfused_reference is None:
-                (self._unfused_reference,) = self._outputs(probe.reference(codegen))
-            (unfused,) = self._outputs(probe.without_contraction(config))
-        except (MnemeError, RuntimeError):  # RuntimeError: LLVM refused the compile
-            return declared
-        if probe.same_outputs(unfused, self._unfused_reference):
-            return [probe.REASON]
-        return []  # what only may have changed the fusion did not: it computes something else
 
     # -- a replay ---------------------------------------------------------------
 
