@@ -3,6 +3,7 @@
 #include "Options.h"
 
 #include <algorithm>
+#include <sched.h>
 #include <chrono>
 #include <system_error>
 #include <sys/mman.h>
@@ -37,12 +38,22 @@ HostBuffer allocateHostBuffer(uint64_t Bytes) {
   return HostBuffer(static_cast<char *>(P), [Bytes](char *Q) { munmap(Q, Bytes); });
 }
 
-DatabaseWriter::DatabaseWriter(std::string Dir, int ZstdLevel, unsigned Count)
+DatabaseWriter::DatabaseWriter(std::string Dir, int ZstdLevel, unsigned Count,
+                               unsigned IdleCount)
     : Directory(std::move(Dir)), Level(ZstdLevel) {
   StoreThreads = std::max(1u, Count);
   FetchThreads = std::min(MostFetchThreads, StoreThreads);
   for (unsigned I = 0; I < StoreThreads; ++I)
     Threads.emplace_back([this] { compressLoop(); });
+  // Past a process's thread limit the writer goes on with what it has.
+  for (unsigned I = 0; I < IdleCount; ++I) {
+    try {
+      Threads.emplace_back([this] { compressLoop(/*Idle=*/true); });
+      ++StoreThreads;
+    } catch (const std::system_error &) {
+      break;
+    }
+  }
   for (unsigned I = 0; I < FetchThreads; ++I)
     Threads.emplace_back([this] { fetchLoop(); });
   Threads.emplace_back([this] { commitLoop(); });
@@ -129,7 +140,12 @@ void DatabaseWriter::fetchLoop() {
   }
 }
 
-void DatabaseWriter::compressLoop() {
+void DatabaseWriter::compressLoop(bool Idle) {
+  if (Idle) {
+    // Allowed without privileges; where refused, the thread runs as the others.
+    sched_param None = {};
+    sched_setscheduler(0, SCHED_IDLE, &None);
+  }
   std::unique_lock<std::mutex> G(Lock);
   while (true) {
     Changed.wait(G, [&] { return Stopping || !Tasks.empty(); });

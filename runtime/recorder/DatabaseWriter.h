@@ -66,7 +66,12 @@ struct WriterStats {
 
 class DatabaseWriter {
 public:
-  DatabaseWriter(std::string Directory, int ZstdLevel, unsigned Threads);
+  // Threads compressing threads, and IdleThreads more that run only where
+  // a processor would otherwise idle (SCHED_IDLE): they use what the
+  // application leaves without taking from it, while the first Threads
+  // keep the writer going when it leaves nothing.
+  DatabaseWriter(std::string Directory, int ZstdLevel, unsigned Threads,
+                 unsigned IdleThreads = 0);
   ~DatabaseWriter(); // waits for everything submitted
   // Queues an instance; blocks while too much host memory is pending.
   void submit(std::unique_ptr<InstanceJob> Job);
@@ -79,7 +84,7 @@ public:
 
 private:
   void fetchLoop();
-  void compressLoop();
+  void compressLoop(bool Idle = false);
   void commitLoop();
   void fail(const std::string &Error);
 

@@ -75,8 +75,8 @@ bool InstanceWriter::open(const std::string &Dir, std::string &Error) {
   return store::initDatabase(Directory, Error);
 }
 
-void InstanceWriter::start(int ZstdLevel, unsigned Threads) {
-  Writer = std::make_unique<DatabaseWriter>(Directory, ZstdLevel, Threads);
+void InstanceWriter::start(int ZstdLevel, unsigned Threads, unsigned IdleThreads) {
+  Writer = std::make_unique<DatabaseWriter>(Directory, ZstdLevel, Threads, IdleThreads);
 }
 
 bool InstanceWriter::claim(const std::string &Static, const std::string &Dynamic) const {

@@ -52,7 +52,9 @@ public:
   bool open(const std::string &Directory, std::string &Error);
   // When recording starts: a fresh background writer.  The chunks known
   // to be stored or queued are kept across device resets.
-  void start(int ZstdLevel, unsigned Threads);
+  // Threads compress as others would; IdleThreads only on otherwise idle
+  // processors (DatabaseWriter).
+  void start(int ZstdLevel, unsigned Threads, unsigned IdleThreads = 0);
   bool started() const { return Writer != nullptr; }
   bool failed() const { return Writer && Writer->failed(); }
   // Waits for everything queued; MoreThreads join the compression first.

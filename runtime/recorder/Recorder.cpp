@@ -63,6 +63,9 @@ __attribute__((constructor)) void noteLoaded() {
     std::atexit(reportExit);
 }
 
+// Compressing threads at most: many ranks of a large node record at once.
+constexpr unsigned MostWriterThreads = 32;
+
 // The processors this process may run on (a batch job's share, not the node's).
 unsigned usableProcessors() {
   cpu_set_t Set;
@@ -143,8 +146,14 @@ bool Recorder::begin() {
   if (driver().DeviceGetName(Name, sizeof Name, Device) == CUDA_SUCCESS)
     DeviceName = Name;
   Capture.start(Context);
-  WriterThreads = std::min(8u, std::max(1u, usableProcessors() / 2));
-  Instances.start(O.ZstdLevel, WriterThreads);
+  // Half the processors (at most 8) compress as the application's threads
+  // do; the rest, to 32 in all, only where a processor would idle.
+  unsigned Usable = usableProcessors();
+  WriterThreads = std::min(8u, std::max(1u, Usable / 2));
+  IdleWriterThreads = std::min(Usable, MostWriterThreads) > WriterThreads
+                          ? std::min(Usable, MostWriterThreads) - WriterThreads
+                          : 0;
+  Instances.start(O.ZstdLevel, WriterThreads, IdleWriterThreads);
   State = Mode::Recording;
   return true;
 }
@@ -435,8 +444,9 @@ void Recorder::finish() {
   double T0 = now();
   // The application is done with the processors: every one it may use
   // compresses what is still queued.
-  unsigned All = usableProcessors();
-  Instances.drain(All > WriterThreads ? All - WriterThreads : 0);
+  unsigned All = std::min(usableProcessors(), MostWriterThreads);
+  unsigned Running = WriterThreads + IdleWriterThreads;
+  Instances.drain(All > Running ? All - Running : 0);
   FinishedAt = now();
   double Wait = FinishedAt - T0;
   if (options().Verbose || InstancesQueued)

@@ -104,7 +104,8 @@ private:
   double RecordSeconds = 0, FirstRecordSeconds = 0, StartedAt = 0, FinishedAt = 0;
   uint64_t RecordCalls = 0;
   void reportTimeline(double FinishBegan) const;
-  unsigned WriterThreads = 1; // compressing while the application runs
+  unsigned WriterThreads = 1;     // compressing while the application runs
+  unsigned IdleWriterThreads = 0; // compressing on processors it leaves idle
 
   // Stream-ordered frees land here from a host callback, which must not
   // take Lock (it runs while the host thread may wait on the device).
