@@ -31,9 +31,10 @@ from typing import Any
 
 from mneme_cc.tune.space import Dimension, sample_dimensions
 
-#: Askers a study starts when not told: none on a small machine, where they
-#: would take processors from the compiles.
-MOST_ASKERS, CPUS_PER_ASKER = 2, 4
+#: Askers a study starts when not told: two per GPU it runs on (one GPU's
+#: trials outpace one asker's TPE asks), and none on a small machine, where
+#: they would take processors from the compiles.
+ASKERS_PER_GPU, CPUS_PER_ASKER = 2, 4
 #: Trials asked for or waiting, per asker: a sampler told of many running
 #: trials at once spreads them, so more ahead would search worse, not faster.
 AHEAD = 2
@@ -41,9 +42,9 @@ AHEAD = 2
 STOP_GRACE_S = 2.0
 
 
-def automatic_count(cpus: int | None = None) -> int:
+def automatic_count(cpus: int | None = None, gpus: int = 1) -> int:
     cpus = cpus or len(os.sched_getaffinity(0)) or 1  # a batch job's share, not the node's
-    return min(MOST_ASKERS, max(0, cpus // CPUS_PER_ASKER - 1))
+    return min(ASKERS_PER_GPU * max(1, gpus), max(0, cpus // CPUS_PER_ASKER - 1))
 
 
 @dataclass(frozen=True)
@@ -248,7 +249,7 @@ def start(tuner) -> Askers | None:
     count = settings.askers
     if count is None:  # SQLite takes one writer at a time: more would wait on its lock
         sqlite = (settings.storage or "").startswith("sqlite")
-        count = 0 if sqlite else automatic_count()
+        count = 0 if sqlite else automatic_count(gpus=len(settings.devices))
     if count < 1 or settings.sampler == "exhaustive" or \
             type(tuner.space).sample is not SearchSpace.sample:
         return None

@@ -73,6 +73,11 @@ def test_a_small_machine_keeps_its_processors_for_the_compiles(cpus, count):
     assert askers.automatic_count(cpus) == count
 
 
+@pytest.mark.parametrize("cpus, gpus, count", [(16, 2, 2), (32, 2, 4), (64, 4, 8), (64, 8, 15)])
+def test_each_gpu_gets_two_askers_where_the_processors_allow(cpus, gpus, count):
+    assert askers.automatic_count(cpus, gpus) == count
+
+
 class LaterExecutor(FakeExecutor):
     """Results come 20 ms after submission, from another thread, as a GPU's do."""
 
@@ -121,7 +126,7 @@ def test_closing_the_askers_closes_what_they_left_running(instance, tmp_path):
 
 
 def test_sqlite_gets_no_askers_unless_asked(instance, tmp_path, monkeypatch):
-    monkeypatch.setattr(askers, "automatic_count", lambda cpus=None: 2)
+    monkeypatch.setattr(askers, "automatic_count", lambda cpus=None, gpus=1: 2)
     url = f"sqlite:///{tmp_path / 'study.db'}"
     assert askers.start(study(instance, tmp_path, storage=url, askers=None)) is None
     pool = askers.start(study(instance, tmp_path, storage=url, askers=1, study_name="two"))

@@ -85,9 +85,9 @@ def assert_one_study(storage, study_name: str, trials: int, processes: int,
     # Each process stops asking once the study holds `trials`; two asking
     # at the same moment may add one more each, and each may have asked its
     # askers for a few that the others did not count yet.
-    from mneme_cc.tune.askers import AHEAD, MOST_ASKERS
+    from mneme_cc.tune.askers import AHEAD, ASKERS_PER_GPU
 
-    assert trials <= len(frozen) <= trials + (processes - 1) * (1 + AHEAD * MOST_ASKERS)
+    assert trials <= len(frozen) <= trials + (processes - 1) * (1 + AHEAD * ASKERS_PER_GPU)
     assert sorted(t.number for t in frozen) == list(range(len(frozen)))
     told = [json.loads(line)["trial"] for path in jsonl for line in
             path.read_text().splitlines()]
