@@ -49,8 +49,8 @@ def tune(
     workers: Annotated[Optional[int], typer.Option(help="Compile processes (default: cores).")]
     = None,
     askers: Annotated[Optional[int], typer.Option(
-        help="Processes asking the sampler beside the loop (default: 2 with 12 cores or "
-             "more, 1 with 8-11, none below; 0: the loop asks by itself).")] = None,
+        help="Processes asking the sampler beside the loop (default: 2 per GPU, as the "
+             "cores allow: one per 4 cores less one; 0: the loop asks by itself).")] = None,
     devices: Annotated[str, typer.Option(help="GPU ordinals, e.g. 0,1.")] = "0",
     storage: Annotated[Optional[str], typer.Option(help="Optuna storage URL or journal file "
                                                    "(default: a journal file in the study's "

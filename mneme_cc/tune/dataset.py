@@ -143,7 +143,7 @@ def t4_results(table_rows: list[dict[str, Any]]) -> dict[str, Any]:
                 "framework": sum(v for k, v in stages.items()
                                  if k == "queue" or k in ("gpu.load", "gpu.restore")),
                 "search_algorithm": 0.0,
-                "validation": stages.get("gpu.verify", 0.0),
+                "validation": stages.get("gpu.verify", 0.0) + stages.get("gpu.probe", 0.0),
             },
             "invalidity": invalidity,
             "correctness": 1 if invalidity == "correct" else 0,

@@ -127,10 +127,16 @@ bool ChunkCopier::fetchPiece(CUdeviceptr From, uint64_t Bytes, char *To, std::st
     if (!Fetcher->init(Error, 4ULL << 20, /*Kernels=*/false))
       return false;
   }
-  bool Ok = Fetcher->copyToHost(From, Bytes, To, Error);
+  if (!Fetcher->copyToHost(From, Bytes, To, Error)) {
+    // A copy may still be under way on its stream: the fetcher is let go
+    // once it is done, not used again.
+    std::string Ignored;
+    Fetcher->wait(Ignored);
+    return false;
+  }
   std::lock_guard<std::mutex> G(FetchersLock);
   IdleFetchers.push_back(std::move(Fetcher));
-  return Ok;
+  return true;
 }
 
 void ChunkCopier::releaseStaged(CUdeviceptr Copy, uint64_t Bytes) {

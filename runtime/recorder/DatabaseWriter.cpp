@@ -41,7 +41,7 @@ HostBuffer allocateHostBuffer(uint64_t Bytes) {
 DatabaseWriter::DatabaseWriter(std::string Dir, int ZstdLevel, unsigned Count,
                                unsigned IdleCount)
     : Directory(std::move(Dir)), Level(ZstdLevel) {
-  StoreThreads = std::max(1u, Count);
+  StoreThreads = OrdinaryThreads = std::max(1u, Count);
   FetchThreads = std::min(MostFetchThreads, StoreThreads);
   for (unsigned I = 0; I < StoreThreads; ++I)
     Threads.emplace_back([this] { compressLoop(); });
@@ -103,6 +103,7 @@ void DatabaseWriter::drain(unsigned MoreThreads) {
     try {
       Threads.emplace_back([this] { compressLoop(); });
       ++StoreThreads;
+      ++OrdinaryThreads;
     } catch (const std::system_error &) {
       break;
     }
@@ -127,8 +128,12 @@ void DatabaseWriter::fetchLoop() {
     G.unlock();
     auto T0 = std::chrono::steady_clock::now();
     std::string Error;
-    if (!Failed && !Job->Fetches[Index](Error))
+    // Dropped here, unlocked: the last piece of a staged copy frees it as
+    // soon as it is on the host, not when the instance is committed.
+    auto Piece = std::move(Job->Fetches[Index]);
+    if (!Failed && !Piece(Error))
       fail(Error);
+    Piece = nullptr;
     FetchNs += nanosecondsSince(T0);
     G.lock();
     if (--Job->FetchesLeft > 0)
@@ -148,7 +153,12 @@ void DatabaseWriter::compressLoop(bool Idle) {
   }
   std::unique_lock<std::mutex> G(Lock);
   while (true) {
-    Changed.wait(G, [&] { return Stopping || !Tasks.empty(); });
+    // An idle thread takes only chunks the ordinary threads cannot start
+    // now: one starved by a busy processor then holds back no commit they
+    // could have made.
+    Changed.wait(G, [&] {
+      return Stopping || Tasks.size() > (Idle ? OrdinaryThreads : 0);
+    });
     if (Tasks.empty())
       return;
     auto [Job, Index] = Tasks.front();

@@ -100,7 +100,7 @@ private:
   std::atomic<bool> Failed{false};
   std::atomic<uint64_t> Committed{0};
   std::atomic<uint64_t> FetchNs{0}, StoreNs{0};
-  unsigned FetchThreads = 0, StoreThreads = 0;
+  unsigned FetchThreads = 0, StoreThreads = 0, OrdinaryThreads = 0; // OrdinaryThreads: not idle
   std::vector<std::thread> Threads;
 };
 

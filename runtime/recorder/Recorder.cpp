@@ -59,7 +59,9 @@ void reportExit() {
 }
 __attribute__((constructor)) void noteLoaded() {
   LoadedAt = now();
-  if (options().Verbose && !options().Database.empty())
+  // The variables themselves: options() is read at the first CUDA call.
+  const char *Verbose = std::getenv("MNEME_VERBOSE"), *Database = std::getenv("MNEME_RDB");
+  if (Verbose && *Verbose && Database && *Database)
     std::atexit(reportExit);
 }
 
@@ -443,10 +445,10 @@ void Recorder::finish() {
   Finished = true;
   double T0 = now();
   // The application is done with the processors: every one it may use
-  // compresses what is still queued.
-  unsigned All = std::min(usableProcessors(), MostWriterThreads);
-  unsigned Running = WriterThreads + IdleWriterThreads;
-  Instances.drain(All > Running ? All - Running : 0);
+  // compresses what is still queued, at ordinary priority (the idle
+  // threads would wait behind any other process on them).
+  unsigned All = usableProcessors();
+  Instances.drain(All > WriterThreads ? All - WriterThreads : 0);
   FinishedAt = now();
   double Wait = FinishedAt - T0;
   if (options().Verbose || InstancesQueued)

@@ -73,7 +73,7 @@ def test_a_small_machine_keeps_its_processors_for_the_compiles(cpus, count):
     assert askers.automatic_count(cpus) == count
 
 
-@pytest.mark.parametrize("cpus, gpus, count", [(16, 2, 2), (32, 2, 4), (64, 4, 8), (64, 8, 15)])
+@pytest.mark.parametrize("cpus, gpus, count", [(16, 2, 3), (32, 2, 4), (64, 4, 8), (64, 8, 15)])
 def test_each_gpu_gets_two_askers_where_the_processors_allow(cpus, gpus, count):
     assert askers.automatic_count(cpus, gpus) == count
 
