@@ -102,12 +102,14 @@ def application(runner: Runner, app: list[str], repeats: int) -> float:
     raw = sum(inst.raw_bytes for inst in rdb.instances)
     stored = sum(f.stat().st_size for f in db.rglob("*") if f.is_file())
     n, r = statistics.median(native), statistics.median(recorded)
-    where = re.search(r"recording took (.*)", verbose)
     print(f"{Path(app[0]).name:16s} native {n:7.3f} s  recorded {r:7.3f} s  ratio {r / n:5.3f}  "
           f"{len(rdb.instances):3d} instances  {raw / 2**20:8.1f} MiB raw  "
           f"{stored / max(raw, 1):.3f} stored/raw")
-    if where:
-        print(f"{'':16s} {where.group(1)}")
+    # Where it went (docs/record.md): the recorder's own lines of the -v run.
+    for pattern in (r"recording took (.*)", r"(\d+ instance\(s\) took .*)", r"the writer: (.*)",
+                    r"timeline, (.*)"):
+        if found := re.search(pattern, verbose):
+            print(f"{'':16s} {found.group(1)}")
     return r / n
 
 
