@@ -22,38 +22,21 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+sys.path[:0] = [str(TESTS), str(TESTS / "tune")]
 
 from synthetic_db import make_database  # noqa: E402
+from tune_doubles import H100, FakeExecutor  # noqa: E402
 
 from mneme_cc.record.db import RecordDB  # noqa: E402
 from mneme_cc.replay import outcome as oc  # noqa: E402
 from mneme_cc.tune.executor import TrialResult  # noqa: E402
-from mneme_cc.tune.properties import DeviceProperties  # noqa: E402
 from mneme_cc.tune.settings import TuneSettings  # noqa: E402
 from mneme_cc.tune.tuner import Tuner  # noqa: E402
 
-H100 = DeviceProperties(name="NVIDIA H100", arch="sm_90", multiprocessors=132,
-                        max_threads_per_block=1024, max_threads_per_multiprocessor=2048,
-                        max_blocks_per_multiprocessor=32, max_registers_per_block=65536,
-                        max_shared_per_block_optin=232448)
 
-
-class InstantExecutor:
+class InstantExecutor(FakeExecutor):
     """Every configuration verifies at once, its time a fixed function of it."""
-
-    def __init__(self, instance, devices, compile_workers, cache_dir, trial_timeout,
-                 compile_timeout):
-        self.workers, self.restarts = list(devices), 0
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        pass
-
-    def cancel(self):
-        pass
 
     def submit(self, config):
         spread = int(hashlib.sha256(config.key().encode()).hexdigest()[:4], 16) / 65536

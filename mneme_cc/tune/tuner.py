@@ -199,7 +199,7 @@ class Tuner:
             self.time_spent["baselines"] = time.perf_counter() - begun \
                 - self.time_spent["startup"]
             self.started = time.perf_counter()
-            in_flight: dict[Any, tuple[Any, dict[str, Any]]] = {}
+            in_flight: dict[Any, tuple] = {}  # future -> (trial, params, config, its key)
             try:
                 self.askers = askers.start(self)
                 self._loop(ex, in_flight, trials)
@@ -283,8 +283,8 @@ class Tuner:
                            return_when=FIRST_COMPLETED)
             t = time.perf_counter()
             for future in done & in_flight.keys():
-                trial, params, _ = in_flight.pop(future)
-                self._finish(future, trial, params)
+                trial, params, _, key = in_flight.pop(future)
+                self._finish(future, trial, params, key)
             self.time_spent["tell"] += time.perf_counter() - t
             self.restarts = ex.restarts
             # At most once a second: trials.jsonl already has every trial.
@@ -317,8 +317,7 @@ class Tuner:
             # Another process took the last queued combination since our look.
             reason = "exhaustive: the queue was empty"
         if reason:
-            trial.set_user_attr("constraint", reason)
-            self.study.tell(trial, state=self.state.PRUNED)
+            self._prune(trial, reason)
             return made
         config, reason, key = self._judge(params)
         pruned_as = oc.NUMERICS_CHANGING
@@ -326,8 +325,7 @@ class Tuner:
             reason, pruned_as = infeasible(config, self.instance.block, self.props, self.need) \
                 or self.faulting.reason(config), oc.INFEASIBLE
         if reason:
-            trial.set_user_attr("constraint", reason)
-            self.study.tell(trial, state=self.state.PRUNED)
+            self._prune(trial, reason)
             self.counts[pruned_as] += 1
             return made
         if self.local and not step:
@@ -338,8 +336,13 @@ class Tuner:
             self.waiting[key].append((trial, params))
         else:
             self.waiting[key] = []
-            in_flight[ex.submit(config)] = (trial, params, config)
+            in_flight[ex.submit(config)] = (trial, params, config, key)
         return made
+
+    def _prune(self, trial, reason: str) -> None:
+        """Closes a trial that will not run, saying why."""
+        trial.set_user_attr("constraint", reason)
+        self.study.tell(trial, state=self.state.PRUNED)
 
     def _untried(self, params: dict[str, Any]) -> bool:
         """Whether a local step would run a configuration not run yet."""
@@ -356,12 +359,15 @@ class Tuner:
             judged = self._judged[memo] = (config, reason, config.key())
         return judged
 
-    def _finish(self, future, trial, params: dict[str, Any]) -> None:
+    def _finish(self, future, trial, params: dict[str, Any], key: str) -> None:
         result = future.result()
-        key = result.config.key()
         self.faulting.note(result.config, result.outcome, result.error)
         if result.outcome != oc.CANCELLED:  # a cancelled config may run another time
             self.results[key] = result
+        self._tell_all(trial, params, result, key)
+
+    def _tell_all(self, trial, params: dict[str, Any], result: TrialResult, key: str) -> None:
+        """Tells a trial's result, and the same to the trials that waited on its key."""
         self._tell(trial, params, result, duplicate=False)
         for other, other_params in self.waiting.pop(key, []):
             self._tell(other, other_params, result, duplicate=True)
@@ -374,14 +380,12 @@ class Tuner:
         ex.cancel()
         done, _ = wait(list(in_flight), timeout=CANCEL_GRACE_S)
         for future in list(in_flight):
-            trial, params, config = in_flight.pop(future)
+            trial, params, config, key = in_flight.pop(future)
             if future in done:
-                self._finish(future, trial, params)
+                self._finish(future, trial, params, key)
                 continue
-            result = TrialResult(oc.CANCELLED, config, error="the study's deadline came first")
-            self._tell(trial, params, result, False)
-            for other, other_params in self.waiting.pop(config.key(), []):
-                self._tell(other, other_params, result, duplicate=True)
+            self._tell_all(trial, params, TrialResult(
+                oc.CANCELLED, config, error="the study's deadline came first"), key)
 
     def _keep_numerics(self, config: ReplayConfig) -> tuple[ReplayConfig, str | None]:
         kernel = self.instance.db.kernel(self.instance.static_hash)

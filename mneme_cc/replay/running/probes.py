@@ -16,7 +16,6 @@ from mneme_cc.replay.compiling.numerics import codegen_of
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.judging import contraction_probe as probe
 from mneme_cc.replay.judging import nondeterminism as nd
-from mneme_cc.replay.judging.gpu_compare import GpuComparer
 
 
 def buffer_name(region) -> str:
@@ -32,16 +31,10 @@ class Probes:
         changed where the recording wrote nothing (compared on the device; a
         probe's runs differ from the recording by design, and judging them
         would build statistics nobody reads)."""
-        if self._comparer is None:
-            self._comparer = GpuComparer(self.device)
-        written, expected = self.state.written_addresses, self.state.expected
-        for region in self.instance.epilogue.allocations:
-            if region.address in written:
-                continue
-            count, _ = self._comparer.differing(region.address, expected.on_device(region),
-                                                region.size)
-            if count:
-                self.state.put_back(region)
+        written = self.state.written_addresses
+        for region in self._differing(r for r in self.instance.epilogue.allocations
+                                      if r.address not in written):
+            self.state.put_back(region)
 
     # -- nondeterminism ----------------------------------------------------------
 

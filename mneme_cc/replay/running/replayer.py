@@ -198,6 +198,18 @@ class Replayer(Probes):
                    if name not in given}
         return {**derived, **given}, set(derived)
 
+    def _differing(self, allocations):
+        """Those of the recorded epilogue's `allocations` whose device contents
+        differ from it now (compared on the device)."""
+        if self._comparer is None:
+            self._comparer = GpuComparer(self.device)
+        expected = self.state.expected
+        for region in allocations:
+            count, _ = self._comparer.differing(region.address, expected.on_device(region),
+                                                region.size)
+            if count:
+                yield region
+
     def _verify(self, globals_: dict[str, int],
                 config: ReplayConfig) -> tuple[list[Mismatch], list[str]]:
         """Every allocation compared on the device; only differing ones come to the
@@ -206,16 +218,10 @@ class Replayer(Probes):
         epilogue, state = self.instance.epilogue, self.state
         expected = state.expected
         policies, derived = self._policies(config)
-        if self._comparer is None:
-            self._comparer = GpuComparer(self.device)
         out, tolerated = [], []
         written = state.written_addresses
-        for region in epilogue.allocations:
+        for region in self._differing(epilogue.allocations):
             name = buffer_name(region)
-            count, _ = self._comparer.differing(region.address, expected.on_device(region),
-                                                region.size)
-            if not count:
-                continue
             got = dev.copy_from_device(region.address, region.size)
             out.append(compare(name, region.address, got, expected.host(region),
                                policies.get(name), self._element_types().get(name)))
