@@ -13,8 +13,6 @@ namespace mneme::recorder {
 namespace {
 // Host memory that may wait for the writer before recording blocks.
 constexpr uint64_t MaxPendingBytes = 8ULL << 30;
-// Threads drain() may add: many ranks of a large node exit at once.
-constexpr unsigned MaxExtraThreads = 32;
 // Threads copying staged snapshot bytes to the host: one thread's copies
 // (and the first touch of the host buffers they fill) fall behind the
 // compressing threads when an instance brings gigabytes.
@@ -41,22 +39,28 @@ HostBuffer allocateHostBuffer(uint64_t Bytes) {
 DatabaseWriter::DatabaseWriter(std::string Dir, int ZstdLevel, unsigned Count,
                                unsigned IdleCount)
     : Directory(std::move(Dir)), Level(ZstdLevel) {
-  StoreThreads = OrdinaryThreads = std::max(1u, Count);
-  FetchThreads = std::min(MostFetchThreads, StoreThreads);
-  for (unsigned I = 0; I < StoreThreads; ++I)
-    Threads.emplace_back([this] { compressLoop(); });
-  // Past a process's thread limit the writer goes on with what it has.
-  for (unsigned I = 0; I < IdleCount; ++I) {
-    try {
-      Threads.emplace_back([this] { compressLoop(/*Idle=*/true); });
-      ++StoreThreads;
-    } catch (const std::system_error &) {
-      break;
-    }
-  }
+  Count = std::max(1u, Count);
+  FetchThreads = std::min(MostFetchThreads, Count);
+  addCompressThreads(Count, /*Idle=*/false);
+  addCompressThreads(IdleCount, /*Idle=*/true);
   for (unsigned I = 0; I < FetchThreads; ++I)
     Threads.emplace_back([this] { fetchLoop(); });
   Threads.emplace_back([this] { commitLoop(); });
+}
+
+// Past a process's thread limit the writer goes on with the threads it has
+// (at exit an exception would abort the application).
+void DatabaseWriter::addCompressThreads(unsigned Count, bool Idle) {
+  for (unsigned I = 0; I < Count; ++I) {
+    try {
+      Threads.emplace_back([this, Idle] { compressLoop(Idle); });
+    } catch (const std::system_error &) {
+      return;
+    }
+    ++StoreThreads;
+    if (!Idle) // read by the idle threads (under Lock), which start after these
+      ++OrdinaryThreads;
+  }
 }
 
 WriterStats DatabaseWriter::stats() const {
@@ -95,19 +99,8 @@ void DatabaseWriter::submit(std::unique_ptr<InstanceJob> Job) {
 
 void DatabaseWriter::drain(unsigned MoreThreads) {
   std::unique_lock<std::mutex> G(Lock);
-  if (Tasks.empty() && ToFetch.empty())
-    MoreThreads = 0;
-  // Past a process's thread limit the threads there are go on alone: this
-  // runs at exit, where an exception would abort the application.
-  for (unsigned I = 0; I < std::min(MoreThreads, MaxExtraThreads); ++I) {
-    try {
-      Threads.emplace_back([this] { compressLoop(); });
-      ++StoreThreads;
-      ++OrdinaryThreads;
-    } catch (const std::system_error &) {
-      break;
-    }
-  }
+  if (!Tasks.empty() || !ToFetch.empty())
+    addCompressThreads(MoreThreads, /*Idle=*/false);
   Changed.wait(G, [&] { return Jobs.empty(); });
 }
 

@@ -84,6 +84,7 @@ public:
 
 private:
   void fetchLoop();
+  void addCompressThreads(unsigned Count, bool Idle); // with Lock held, or in the constructor
   void compressLoop(bool Idle = false);
   void commitLoop();
   void fail(const std::string &Error);

@@ -48,32 +48,20 @@ struct IdentityHash {
 namespace {
 thread_local bool InRecorder = false;
 
-// When the recorder was loaded, and (with --verbose) what the application's
-// exit took after the recorder finished: this handler is registered before
-// the CUDA runtime's, so it runs after it, context teardown included.
+// When the recorder was loaded: where --verbose's timeline starts without
+// the launcher's clock.
 double LoadedAt = 0;
-void reportExit() {
-  if (double Finished = Recorder::get().finishedAt())
-    report("the application's exit took " + std::to_string(int((now() - Finished) * 1e3)) +
-           " ms after the recorder finished (CUDA's teardown of the context among it)");
-}
-__attribute__((constructor)) void noteLoaded() {
-  LoadedAt = now();
-  // The variables themselves: options() is read at the first CUDA call.
-  const char *Verbose = std::getenv("MNEME_VERBOSE"), *Database = std::getenv("MNEME_RDB");
-  if (Verbose && *Verbose && Database && *Database)
-    std::atexit(reportExit);
-}
+__attribute__((constructor)) void noteLoaded() { LoadedAt = now(); }
 
-// Compressing threads at most: many ranks of a large node record at once.
-constexpr unsigned MostWriterThreads = 32;
-
-// The processors this process may run on (a batch job's share, not the node's).
-unsigned usableProcessors() {
+// The processors the writer may use: those this process may run on (a batch
+// job's share, not the node's), at most 32 (many ranks of a node record at
+// once).
+unsigned writerProcessors() {
   cpu_set_t Set;
-  if (sched_getaffinity(0, sizeof Set, &Set) == 0 && CPU_COUNT(&Set) > 0)
-    return static_cast<unsigned>(CPU_COUNT(&Set));
-  return std::max(1u, std::thread::hardware_concurrency());
+  unsigned Usable = sched_getaffinity(0, sizeof Set, &Set) == 0 && CPU_COUNT(&Set) > 0
+                        ? static_cast<unsigned>(CPU_COUNT(&Set))
+                        : std::max(1u, std::thread::hardware_concurrency());
+  return std::min(Usable, 32u);
 }
 } // namespace
 
@@ -150,12 +138,9 @@ bool Recorder::begin() {
   Capture.start(Context);
   // Half the processors (at most 8) compress as the application's threads
   // do; the rest, to 32 in all, only where a processor would idle.
-  unsigned Usable = usableProcessors();
-  WriterThreads = std::min(8u, std::max(1u, Usable / 2));
-  IdleWriterThreads = std::min(Usable, MostWriterThreads) > WriterThreads
-                          ? std::min(Usable, MostWriterThreads) - WriterThreads
-                          : 0;
-  Instances.start(O.ZstdLevel, WriterThreads, IdleWriterThreads);
+  unsigned All = writerProcessors();
+  WriterThreads = std::min(8u, std::max(1u, All / 2));
+  Instances.start(O.ZstdLevel, WriterThreads, All - WriterThreads);
   State = Mode::Recording;
   return true;
 }
@@ -447,8 +432,7 @@ void Recorder::finish() {
   // The application is done with the processors: every one it may use
   // compresses what is still queued, at ordinary priority (the idle
   // threads would wait behind any other process on them).
-  unsigned All = usableProcessors();
-  Instances.drain(All > WriterThreads ? All - WriterThreads : 0);
+  Instances.drain(writerProcessors() - WriterThreads);
   FinishedAt = now();
   double Wait = FinishedAt - T0;
   if (options().Verbose || InstancesQueued)

@@ -30,7 +30,6 @@ namespace mneme::recorder {
 class Recorder {
 public:
   static Recorder &get();
-  double finishedAt() const { return FinishedAt; }
   // Whether this thread is inside the recorder: a driver entry point the
   // CUDA runtime reaches on its behalf passes straight through.
   static bool busy();
@@ -104,8 +103,7 @@ private:
   double RecordSeconds = 0, FirstRecordSeconds = 0, StartedAt = 0, FinishedAt = 0;
   uint64_t RecordCalls = 0;
   void reportTimeline(double FinishBegan) const;
-  unsigned WriterThreads = 1;     // compressing while the application runs
-  unsigned IdleWriterThreads = 0; // compressing on processors it leaves idle
+  unsigned WriterThreads = 1; // compressing as the application's threads do
 
   // Stream-ordered frees land here from a host callback, which must not
   // take Lock (it runs while the host thread may wait on the device).
