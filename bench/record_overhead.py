@@ -9,7 +9,8 @@ Four parts, each run alternately with native so that drift hits both sides:
 - each application given: median wall time recorded (default options, a
   fresh database each run) / native, its instances and snapshot bytes, and
   where the recorder's time went (its `-v` summary); then the median and
-  worst ratio over them;
+  worst ratio over them; with `--loaded`, also the ratio with a `--kernels`
+  filter that drops every kernel (the recorder's presence without instances);
 - with `--sample` (bench/record_sample.cu, built by scripts/build-gpu-carry):
   the cost of a launch that is not recorded (the slope over two launch counts,
   once with a `--kernels` filter that drops every kernel, once past the
@@ -95,7 +96,7 @@ def fixed_start(runner: Runner, repeats: int) -> None:
     print(f"  the Python interpreter's own start (python -c pass): {1e3 * python:.1f} ms")
 
 
-def application(runner: Runner, app: list[str], repeats: int) -> float:
+def application(runner: Runner, app: list[str], repeats: int, loaded: bool) -> float:
     native, recorded, err, db = alternate(runner, app, repeats)
     _, _, verbose, _ = runner.recorded(app, "-v")
     rdb = RecordDB(db)
@@ -105,9 +106,14 @@ def application(runner: Runner, app: list[str], repeats: int) -> float:
     print(f"{Path(app[0]).name:16s} native {n:7.3f} s  recorded {r:7.3f} s  ratio {r / n:5.3f}  "
           f"{len(rdb.instances):3d} instances  {raw / 2**20:8.1f} MiB raw  "
           f"{stored / max(raw, 1):.3f} stored/raw")
+    if loaded:  # the recorder serving allocations, recording nothing
+        native_again, none, _, _ = alternate(runner, app, repeats, NONE)
+        print(f"{'':16s} with {NONE}: ratio "
+              f"{statistics.median(none) / statistics.median(native_again):5.3f}")
     # Where it went (docs/record.md): the recorder's own lines of the -v run.
-    for pattern in (r"recording took (.*)", r"(\d+ instance\(s\) took .*)", r"the writer: (.*)",
-                    r"timeline, (.*)"):
+    for pattern in (r"recording took (.*)", r"(\d+ instance\(s\) took .*)",
+                    r"the instances' time on the application's threads, (by phase.*)",
+                    r"the writer: (.*)", r"timeline, (.*)"):
         if found := re.search(pattern, verbose):
             print(f"{'':16s} {found.group(1)}")
     return r / n
@@ -188,6 +194,9 @@ def main() -> None:
                              "or 'mneme-record', the launcher without Python's start")
     parser.add_argument("--no-fixed-start", action="store_true",
                         help="skip the fixed start's measurement")
+    parser.add_argument("--loaded", action="store_true",
+                        help=f"also each application recorded with {NONE} against native: "
+                             "the recorder loaded and serving allocations, no instance")
     args = parser.parse_args()
     apps = [shlex.split(a) for a in args.apps]
     if args.suite:
@@ -199,7 +208,8 @@ def main() -> None:
         if not args.no_fixed_start:
             fixed_start(runner, max(args.repeats, 11))
         runner.command = args.command.split()
-        ratios = [application(runner, [str(Path(a[0]).resolve()), *a[1:]], args.repeats)
+        ratios = [application(runner, [str(Path(a[0]).resolve()), *a[1:]], args.repeats,
+                              args.loaded)
                   for a in apps]
         if ratios:
             print(f"over {len(ratios)} applications: median ratio "

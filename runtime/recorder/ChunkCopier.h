@@ -8,6 +8,7 @@
 
 #include "DatabaseWriter.h"
 #include "DeviceSnapshot.h"
+#include "StagingMemory.h"
 
 #include <atomic>
 #include <cstdint>
@@ -42,8 +43,11 @@ public:
   void setStagingCap(uint64_t Bytes) { StagingCap = Bytes; }
   // The context the fetch thread works in.
   void setContext(CUcontext C) { Context = C; }
-  // After a device reset: the fetch thread's snapshot is gone.
+  // After a device reset: the fetch threads' snapshots and the staging
+  // memory are gone.
   void reset();
+  // Frees the staging memory no copy holds.
+  void trimStaging() { Staging.trim(); }
 
   // Adds the chunks of Regions the database lacks to Job (only the chunks
   // Changed marks, when given); their device-side copies go to Staged.
@@ -61,6 +65,9 @@ public:
 
   uint64_t copiedBytes() const { return CopiedBytes; }
   uint64_t copyRuns() const { return CopyRuns; }
+  // The fetch threads' time making their streams and pinned buffers.
+  double fetcherSetupSeconds() const { return FetcherSetupNs / 1e9; }
+  unsigned fetchers() const { return FetchersMade; }
 
 private:
   std::vector<bool> missing(const std::vector<Digest> &Digests,
@@ -75,6 +82,7 @@ private:
   void releaseStaged(CUdeviceptr Copy, uint64_t Bytes);
 
   DeviceSnapshot &Snapshot;
+  StagingMemory Staging;
   InstanceWriter &Database;
   std::mutex FetchersLock;
   std::vector<std::unique_ptr<DeviceSnapshot>> IdleFetchers; // one per fetch thread at most
@@ -82,6 +90,8 @@ private:
   std::atomic<uint64_t> StagedBytes{0};
   uint64_t StagingCap = 0;
   uint64_t CopiedBytes = 0, CopyRuns = 0;
+  std::atomic<uint64_t> FetcherSetupNs{0};
+  std::atomic<unsigned> FetchersMade{0};
 };
 
 } // namespace mneme::recorder

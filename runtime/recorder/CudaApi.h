@@ -29,8 +29,6 @@ struct Driver {
   X(CtxSetCurrent, cuCtxSetCurrent)                                            \
   X(CtxSynchronize, cuCtxSynchronize)                                          \
   X(MemGetInfo, cuMemGetInfo)                                                  \
-  X(MemAllocAsync, cuMemAllocAsync)                                            \
-  X(MemFreeAsync, cuMemFreeAsync)                                              \
   X(MemcpyDtoDAsync, cuMemcpyDtoDAsync)                                        \
   X(DeviceGetAttribute, cuDeviceGetAttribute)                                  \
   X(DeviceGetName, cuDeviceGetName)                                            \

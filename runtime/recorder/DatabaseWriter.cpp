@@ -44,7 +44,7 @@ DatabaseWriter::DatabaseWriter(std::string Dir, int ZstdLevel, unsigned Count,
   addCompressThreads(Count, /*Idle=*/false);
   addCompressThreads(IdleCount, /*Idle=*/true);
   for (unsigned I = 0; I < FetchThreads; ++I)
-    Threads.emplace_back([this] { fetchLoop(); });
+    Threads.emplace_back([this, I] { fetchLoop(I); });
   Threads.emplace_back([this] { commitLoop(); });
 }
 
@@ -110,12 +110,15 @@ void DatabaseWriter::fail(const std::string &Error) {
            "; recording stops, the application goes on");
 }
 
-void DatabaseWriter::fetchLoop() {
+// Thread Rank fetches only while more than 2 x Rank pieces wait, so that
+// a small recording sets up one fetcher (a stream and pinned memory, about
+// 2 ms of the driver's time), not one per thread.
+void DatabaseWriter::fetchLoop(unsigned Rank) {
   std::unique_lock<std::mutex> G(Lock);
   while (true) {
-    Changed.wait(G, [&] { return Stopping || !ToFetch.empty(); });
-    if (ToFetch.empty())
-      return;
+    Changed.wait(G, [&] { return Stopping || ToFetch.size() > 2 * Rank; });
+    if (ToFetch.size() <= 2 * Rank)
+      return; // stopping: the lower ranks take the rest
     auto [Job, Index] = ToFetch.front();
     ToFetch.pop_front();
     G.unlock();

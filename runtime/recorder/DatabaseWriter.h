@@ -83,7 +83,7 @@ public:
   WriterStats stats() const;
 
 private:
-  void fetchLoop();
+  void fetchLoop(unsigned Rank);
   void addCompressThreads(unsigned Count, bool Idle); // with Lock held, or in the constructor
   void compressLoop(bool Idle = false);
   void commitLoop();

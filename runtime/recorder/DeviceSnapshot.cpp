@@ -69,7 +69,7 @@ bool DeviceSnapshot::hash(const std::vector<DeviceRange> &Ranges, uint64_t Chunk
     CUdeviceptr Base = R.Address, Dst = Digests + At * sizeof(Digest);
     unsigned long long Size = R.Size, Chunk = ChunkSize;
     void *Params[] = {&Base, &Size, &Chunk, &Dst};
-    if (!check(D.LaunchKernel(Kernel, static_cast<unsigned>(Chunks), 1, 1, 256, 1, 1, 0,
+    if (!check(D.LaunchKernel(Kernel, static_cast<unsigned>(Chunks), 1, 1, 512, 1, 1, 0,
                               Stream, Params, nullptr),
                "launching the hash kernel", Error))
       return false;
@@ -92,22 +92,13 @@ bool DeviceSnapshot::hash(const std::vector<DeviceRange> &Ranges, uint64_t Chunk
   return true;
 }
 
-bool DeviceSnapshot::stage(uint64_t Address, uint64_t Size, CUdeviceptr &Copy) {
-  const Driver &D = driver();
-  if (D.MemAllocAsync(&Copy, Size, Stream) != CUDA_SUCCESS)
-    return false;
-  if (D.MemcpyDtoDAsync(Copy, Address, Size, Stream) != CUDA_SUCCESS) {
-    D.MemFreeAsync(Copy, Stream);
-    return false;
-  }
-  return true;
+bool DeviceSnapshot::copyOnDevice(uint64_t Address, uint64_t Size, CUdeviceptr Copy) {
+  return driver().MemcpyDtoDAsync(Copy, Address, Size, Stream) == CUDA_SUCCESS;
 }
 
 bool DeviceSnapshot::wait(std::string &Error) {
   return check(driver().StreamSynchronize(Stream), "staging device memory", Error);
 }
-
-void DeviceSnapshot::release(CUdeviceptr Copy) { driver().MemFreeAsync(Copy, Stream); }
 
 // Pinned memory costs about 0.5 ms per MiB to allocate and free, so the
 // halves come with the first copy through them: a recording whose copies

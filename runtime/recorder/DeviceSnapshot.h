@@ -35,17 +35,19 @@ public:
             std::vector<std::vector<Digest>> &Out, std::string &Error);
   // Copies Size bytes at Address into Dst.
   bool copyToHost(uint64_t Address, uint64_t Size, char *Dst, std::string &Error);
-  // Copies Size bytes at Address into new device memory (stream-ordered,
-  // so the application's work is not synchronised); false if there is no
-  // room.  wait() completes the copies; release() frees the copy.
-  bool stage(uint64_t Address, uint64_t Size, CUdeviceptr &Copy);
+  // Copies Size bytes at Address into device memory at Copy on the
+  // snapshot's stream, so the application's work is not synchronised;
+  // wait() completes the copies.
+  bool copyOnDevice(uint64_t Address, uint64_t Size, CUdeviceptr Copy);
   bool wait(std::string &Error);
   // Occupies stream On for about Nanoseconds (see mneme_hold).
   bool hold(CUstream On, uint64_t Nanoseconds);
-  void release(CUdeviceptr Copy);
+
+  // Allocates the pinned staging halves (else the first copy to the host
+  // does).
+  bool pinStaging(std::string &Error);
 
 private:
-  bool pinStaging(std::string &Error);
 
   CUstream Stream = nullptr;
   CUfunction Kernel = nullptr;

@@ -21,7 +21,21 @@ extern "C" __global__ void mneme_hash_chunks(const unsigned char *Base,
   bool Aligned = (reinterpret_cast<unsigned long long>(P) & 7) == 0;
 
   uint64_t Lo = 0, Hi = 0;
-  for (unsigned long long I = threadIdx.x; I < Words; I += blockDim.x) {
+  unsigned long long I = threadIdx.x;
+  if (Aligned) {
+    // Four loads in flight per thread: one block per chunk leaves an SM
+    // too few threads to cover the memory's latency otherwise.
+    const uint64_t *W = reinterpret_cast<const uint64_t *>(P);
+    const unsigned long long Step = blockDim.x;
+    for (; I + 3 * Step < FullWords; I += 4 * Step) {
+      uint64_t A = W[I], B = W[I + Step], C = W[I + 2 * Step], D = W[I + 3 * Step];
+      absorb(A, I, Lo, Hi);
+      absorb(B, I + Step, Lo, Hi);
+      absorb(C, I + 2 * Step, Lo, Hi);
+      absorb(D, I + 3 * Step, Lo, Hi);
+    }
+  }
+  for (; I < Words; I += blockDim.x) {
     uint64_t W = 0;
     if (Aligned && I < FullWords) {
       W = reinterpret_cast<const uint64_t *>(P)[I];

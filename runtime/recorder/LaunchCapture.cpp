@@ -117,7 +117,8 @@ void LaunchCapture::handOver(const CapturedLaunch &C, InstanceJob &Job) {
 }
 
 CaptureStats LaunchCapture::stats() const {
-  return CaptureStats{HashSeconds, CopySeconds, Copier.copiedBytes(), Copier.copyRuns()};
+  return CaptureStats{HashSeconds,          CopySeconds,       Copier.copiedBytes(),
+                      Copier.copyRuns(),    Copier.fetcherSetupSeconds(), Copier.fetchers()};
 }
 
 } // namespace mneme::recorder

@@ -31,6 +31,8 @@ struct CapturedLaunch {
 struct CaptureStats {
   double HashSeconds, CopySeconds;
   uint64_t CopiedBytes, CopyRuns;
+  double FetcherSetupSeconds; // on the writer's fetch threads
+  unsigned Fetchers;
 };
 
 class LaunchCapture {
@@ -51,6 +53,8 @@ public:
   void handOver(const CapturedLaunch &C, InstanceJob &Job);
 
   CaptureStats stats() const;
+  // Gives the staging memory no copy holds back to the device.
+  void trimStaging() { Copier.trimStaging(); }
 
 private:
   DeviceSnapshot Snapshot;

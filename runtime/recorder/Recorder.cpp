@@ -368,6 +368,7 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
   // Only a launch being recorded needs the context bound before the
   // runtime's own call binds it: the decision to record stays driver-free.
   bindRuntimeContext();
+  PhaseClock Phases(PhaseSeconds);
   auto Abandon = [&](const std::string &Why) {
     Instances.abandon(K.StaticHash, Dynamic);
     if (!Why.empty())
@@ -379,11 +380,13 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
     Abandon("");
     return R.Launch();
   }
+  Phases.mark(Phase::Setup);
   // The kernel must see exactly the memory the snapshot holds.
   if (driver().CtxSynchronize() != CUDA_SUCCESS) {
     Abandon("");
     return R.Launch();
   }
+  Phases.mark(Phase::Synchronise);
 
   std::vector<VariableSymbol> Vars = K.Module ? registry().variables(K.Module)
                                              : registry().driverGlobals(K.DriverHandle);
@@ -392,19 +395,23 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
   std::vector<std::string> Reasons = replayBlockers(K, Args);
   auto Job = std::make_unique<InstanceJob>();
   std::string Error;
+  Phases.mark(Phase::Regions);
   if (!Capture.prologue(C, *Job, Error)) {
     Abandon(Error);
     return R.Launch();
   }
+  Phases.mark(Phase::Before);
   cudaError_t Result = cudaSuccess;
   if (!Capture.launch(R, C, Result)) {
     Abandon(Result != cudaSuccess ? "" : "the kernel failed");
     return Result;
   }
+  Phases.mark(Phase::Launch);
   if (!Capture.epilogue(C, *Job, Error)) {
     Abandon(Error);
     return Result;
   }
+  Phases.mark(Phase::After);
 
   unsigned StreamFlags = 0;
   if (R.Stream)
@@ -412,12 +419,14 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
   Instances.compose(Instance{K, R, Args, Dynamic, C, Vars, K.Image, Reasons,
                              StreamFlags, Window, DeviceName, Arch},
                     *Job);
+  Phases.mark(Phase::Describe);
   Capture.handOver(C, *Job);
   ++K.Recorded;
   ++InstancesQueued;
   double T0 = now();
   Instances.submit(std::move(Job));
   SubmitSeconds += now() - T0;
+  Phases.mark(Phase::Queue);
   if (options().Verbose)
     report("recorded " + K.Demangled + " instance " + Dynamic);
   return Result;
@@ -468,11 +477,20 @@ void Recorder::reportTimeline(double FinishBegan) const {
                 static_cast<unsigned long long>(RecordCalls), RecordSeconds * 1e3,
                 FirstRecordSeconds * 1e3);
   report(Line);
+  std::string ByPhase = "the instances' time on the application's threads, by phase (ms):";
+  for (size_t P = 0; P < PhaseCount; ++P) {
+    std::snprintf(Line, sizeof Line, "%s %s %.1f", P ? "," : "", PhaseNames[P],
+                  PhaseSeconds[P] * 1e3);
+    ByPhase += Line;
+  }
+  report(ByPhase);
   WriterStats W = Instances.writerStats();
   std::snprintf(Line, sizeof Line,
                 "the writer: %.3f s copying staged bytes to the host (%u threads), %.3f s "
-                "compressing and writing (%u threads), summed over its threads",
-                W.FetchSeconds, W.FetchThreads, W.StoreSeconds, W.StoreThreads);
+                "compressing and writing (%u threads), summed over its threads; %.1f ms setting "
+                "up %u fetcher(s)",
+                W.FetchSeconds, W.FetchThreads, W.StoreSeconds, W.StoreThreads,
+                Capture.stats().FetcherSetupSeconds * 1e3, Capture.stats().Fetchers);
   report(Line);
   const double Zero = options().LaunchedAt > 0 ? options().LaunchedAt : LoadedAt;
   auto Ms = [&](double T) { return (T - Zero) * 1e3; };

@@ -7,6 +7,7 @@
 #define MNEME_RECORDER_RECORDER_H
 
 #include "CallRef.h"
+#include "Clock.h"
 #include "InstanceWriter.h"
 #include "KernelState.h"
 #include "LaunchCapture.h"
@@ -102,6 +103,25 @@ private:
   // apart: it sets the capture up), and the moments the timeline reports.
   double RecordSeconds = 0, FirstRecordSeconds = 0, StartedAt = 0, FinishedAt = 0;
   uint64_t RecordCalls = 0;
+  // Where an instance's time on the application's thread goes: setting the
+  // capture up (the first time), waiting for the device, listing regions,
+  // the snapshot before, the timed launch, the snapshot after, describing
+  // the instance, queueing it.
+  enum Phase { Setup, Synchronise, Regions, Before, Launch, After, Describe, Queue, PhaseCount };
+  static constexpr const char *PhaseNames[PhaseCount] = {
+      "setup", "synchronising", "regions", "before", "launch", "after", "describing", "queueing"};
+  double PhaseSeconds[PhaseCount] = {};
+  // Adds the time since the last mark to a phase.
+  struct PhaseClock {
+    double *Seconds;
+    double Last;
+    explicit PhaseClock(double *Into) : Seconds(Into), Last(now()) {}
+    void mark(Phase P) {
+      double T = now();
+      Seconds[P] += T - Last;
+      Last = T;
+    }
+  };
   void reportTimeline(double FinishBegan) const;
   unsigned WriterThreads = 1; // compressing as the application's threads do
 

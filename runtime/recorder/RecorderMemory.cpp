@@ -21,6 +21,10 @@ cudaError_t Recorder::allocate(void **Ptr, size_t Size, const char *Api,
     uint64_t At = 0;
     CUresult Err;
     auto Outcome = Window.allocate(Size, 256, At, Err);
+    if (Outcome == VAWindow::Outcome::DriverError) { // the device may be full of staging
+      Capture.trimStaging();
+      Outcome = Window.allocate(Size, 256, At, Err);
+    }
     if (Outcome == VAWindow::Outcome::Ok) {
       *Ptr = reinterpret_cast<void *>(At);
       return cudaSuccess;
@@ -36,6 +40,13 @@ cudaError_t Recorder::allocate(void **Ptr, size_t Size, const char *Api,
     // Out of device memory (or no room): let CUDA answer, as it would have.
   }
   cudaError_t Result = Real();
+  if (Result == cudaErrorMemoryAllocation && State == Mode::Recording) {
+    // Staging may hold the memory: trim it, and try again with the error
+    // the first try left cleared.
+    Capture.trimStaging();
+    MNEME_REAL(cudaGetLastError)();
+    Result = Real();
+  }
   if (Result == cudaSuccess)
     Outside[reinterpret_cast<uint64_t>(*Ptr)] = Size;
   return Result;
