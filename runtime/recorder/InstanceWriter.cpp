@@ -2,6 +2,7 @@
 
 #include "Options.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -72,6 +73,15 @@ std::string InstanceWriter::irFile(const std::string &Static) {
 
 bool InstanceWriter::open(const std::string &Dir, std::string &Error) {
   Directory = Dir;
+  HeldChunks = false;
+  if (DIR *Chunks = opendir((Directory + "/chunks").c_str())) {
+    while (dirent *E = readdir(Chunks))
+      if (std::strcmp(E->d_name, ".") != 0 && std::strcmp(E->d_name, "..") != 0) {
+        HeldChunks = true;
+        break;
+      }
+    closedir(Chunks);
+  }
   return store::initDatabase(Directory, Error);
 }
 
@@ -99,6 +109,8 @@ void InstanceWriter::abandon(const std::string &Static, const std::string &Dynam
 }
 
 bool InstanceWriter::storedChunk(const Digest &D) const {
+  if (!HeldChunks)
+    return false;
   struct stat St;
   return stat((Directory + "/" + store::chunkPath(D)).c_str(), &St) == 0;
 }

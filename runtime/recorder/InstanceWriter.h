@@ -78,7 +78,11 @@ public:
     Pending.push_back(D);
     return true;
   }
-  // Whether another process or run has stored the chunk.
+  // Whether another process or run has stored the chunk.  A database that
+  // held no chunk when this process opened it is not asked: a stat per new
+  // chunk contends with the writer's file creations (15 ms over 513
+  // chunks), and a chunk a concurrent process stores meanwhile is only
+  // copied twice, not stored twice (the store skips a chunk it holds).
   bool storedChunk(const Digest &D) const;
 
   // Adds the instance's argument bytes, the application's image, the
@@ -117,6 +121,7 @@ private:
   std::string Directory;
   std::unique_ptr<DatabaseWriter> Writer;
   std::unordered_set<Digest, DigestHasher> Known;
+  bool HeldChunks = false; // when opened
   // Chunks the instance being captured noted: known only once it is submitted.
   std::vector<Digest> Pending;
 };
