@@ -54,10 +54,11 @@ def _fresh_value(dim: Dimension, rng: random.Random) -> Any:
     return rng.uniform(dim.low, dim.high)
 
 
-def neighbour(space: SearchSpace, params: dict[str, Any], rng: random.Random) \
-        -> dict[str, Any] | None:
-    """`params` with one parameter moved; None when the space has nothing to move."""
-    dims = space.dimensions()
+def neighbour(space: SearchSpace, params: dict[str, Any], rng: random.Random,
+              dims: list[Dimension] | None = None) -> dict[str, Any] | None:
+    """`params` with one parameter moved; None when the space has nothing to move.
+    `dims`: the space's dimensions, when the caller has them."""
+    dims = dims if dims is not None else space.dimensions()
     movable = [d for d in dims if d.name in params]
     if not movable:
         return None
@@ -98,11 +99,12 @@ class LocalSteps:
         share = min(SAMPLER_SHARE, SAMPLER_SHARE_SCALE / max(verified, 1)) * (1 - self.repeats)
         if verified < WARM_UP or not self.best or self.rng.random() < share:
             return None
+        dims = self.space.dimensions()  # built once: a space builds them afresh
         for attempt in range(24):  # tries to find one not run yet; each costs a derive
             params = self.rng.choice(self.best)[1]
             # One parameter moved, then two, then three, as the near ones run out.
             for _ in range(1 + attempt // 8):
-                params = neighbour(self.space, params, self.rng)
+                params = neighbour(self.space, params, self.rng, dims)
                 if params is None:
                     return None
             if self.space.constraints(params) is None and untried(params):

@@ -29,7 +29,7 @@ from mneme_cc.tune.bitwise import keep_numerics
 from mneme_cc.tune.executor import ReplayExecutor, TrialResult
 from mneme_cc.tune.exhaustive import is_queued, queue_combinations
 from mneme_cc.tune.feasibility import FaultingGeometries, Need, infeasible
-from mneme_cc.tune.ownership import reclaim_stale, start_owned_trial, this_process
+from mneme_cc.tune.ownership import end_trial, reclaim_stale, start_owned_trial, this_process
 from mneme_cc.tune.presets import load_space
 from mneme_cc.tune.properties import DeviceProperties
 from mneme_cc.tune.samplers import OBJECTIVES, make_sampler
@@ -39,6 +39,9 @@ from mneme_cc.tune.storage import describe, open_storage
 from mneme_cc.tune.study_dir import StudyDir
 
 REPORT_INTERVAL_S = 1.0
+#: A study with more room than ROOM_FAR trials counts them again only every
+#: ROOM_READ_INTERVAL_S: no set of processes makes that many in that time.
+ROOM_FAR, ROOM_READ_INTERVAL_S = 5000, 0.5
 #: How long cancelled work may take to report before its trials are closed anyway.
 CANCEL_GRACE_S = 3.0
 
@@ -96,6 +99,7 @@ class Tuner:
         self.started = time.perf_counter()
         self.restarts = 0
         self._reported = 0.0  # when summary.json and best.json were last written
+        self._room_read = (0.0, 0)  # when the study's room was last counted, and it
         self.deadline: float | None = None
         self.need, self.faulting = Need(), FaultingGeometries(instance.grid, instance.block)
         kernel = instance.db.kernel(instance.static_hash)  # what assembles its trials' PTX
@@ -122,9 +126,9 @@ class Tuner:
             "config": result.config.to_dict()})
         try:
             if result.verified:
-                self.study.tell(trial, self.values(result))
+                end_trial(self.study, trial, self.values(result))
             else:
-                self.study.tell(trial, state=self.state.FAIL)
+                end_trial(self.study, trial, state=self.state.FAIL)
         except (ValueError, RuntimeError):
             pass  # reclaimed as stale by another process meanwhile: the result still counts here
         if result.verified and (self.best is None or self.values(result) < self.values(self.best)):
@@ -162,11 +166,19 @@ class Tuner:
     def _room(self, trials: int) -> int:
         """How many more trials the study may hold. Trials whose process died or
         that a deadline cancelled do not count; those asked of the askers do
-        (read first: one made meanwhile counts twice, never not at all)."""
+        (read first: one made meanwhile counts twice, never not at all).
+        Far from the end, the last count stands for a while: counting reads
+        every trial of the study, a millisecond per trial made at thousands."""
+        now = time.perf_counter()
+        last_read, last_room = self._room_read
+        if last_room > ROOM_FAR and now - last_read < ROOM_READ_INTERVAL_S:
+            return last_room
         asked = self.askers.unanswered if self.askers and not self.askers.broken else 0
         state = self.state
         size = self._study_size(state.RUNNING, state.COMPLETE, state.PRUNED, state.FAIL)
-        return trials - (size - self.stale - self.cancelled_before) - asked
+        room = trials - (size - self.stale - self.cancelled_before) - asked
+        self._room_read = (now, room)
+        return room
 
     def _queue_open(self) -> bool:
         """Exhaustive: only the enqueued combinations, never a random extra."""
@@ -342,7 +354,7 @@ class Tuner:
     def _prune(self, trial, reason: str) -> None:
         """Closes a trial that will not run, saying why."""
         trial.set_user_attr("constraint", reason)
-        self.study.tell(trial, state=self.state.PRUNED)
+        end_trial(self.study, trial, state=self.state.PRUNED)
 
     def _untried(self, params: dict[str, Any]) -> bool:
         """Whether a local step would run a configuration not run yet."""
@@ -393,9 +405,12 @@ class Tuner:
 
     def _adopt_study_best(self) -> None:
         """With several processes on one study, the best may be another's."""
-        if len(self.settings.objectives) > 1 or not self.study.best_trials:
+        if len(self.settings.objectives) > 1:
             return
-        trial = self.study.best_trial
+        try:  # not best_trials: that copies every trial of the study
+            trial = self.study.best_trial
+        except ValueError:  # none completed
+            return
         if self.best is None or trial.values[0] < self.values(self.best)[0]:
             r = trial.user_attrs["result"]
             self.best = TrialResult(

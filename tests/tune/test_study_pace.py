@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import optuna
+import pytest
 from tune_doubles import H100
 
 from mneme_cc.tune.neighbours import WARM_UP, LocalSteps, neighbour
@@ -154,3 +155,49 @@ def test_a_local_step_is_one_trial_as_the_sampler_would_have_made_it(instance, t
         assert frozen.distributions == study.trials[sampled.number].distributions
         study.tell(step, 0.5)
         assert [t.state.name for t in study.trials] == ["COMPLETE"] * 2
+
+
+def test_ending_a_trial_is_telling_it_without_the_copy(tmp_path):
+    """end_trial stores what study.tell stores, calls the sampler's
+    after_trial, and refuses a trial already finished as tell does."""
+    from mneme_cc.tune.ownership import end_trial
+    from mneme_cc.tune.storage import open_storage
+
+    class Watching(optuna.samplers.RandomSampler):
+        ended: list = []
+
+        def after_trial(self, study, trial, state, values):
+            self.ended.append((trial.number, state, values))
+
+    study = optuna.create_study(storage=open_storage(None, tmp_path), sampler=Watching(seed=1))
+    done, failed = study.ask(), study.ask()
+    done.suggest_int("x", 0, 3)
+    end_trial(study, done, [0.25])
+    end_trial(study, failed, state=optuna.trial.TrialState.FAIL)
+    assert [(t.state.name, t.values) for t in study.trials] == [("COMPLETE", [0.25]),
+                                                                  ("FAIL", None)]
+    assert Watching.ended == [(0, optuna.trial.TrialState.COMPLETE, [0.25]),
+                              (1, optuna.trial.TrialState.FAIL, None)]
+    with pytest.raises(ValueError):
+        end_trial(study, done, [0.5])
+
+
+def test_the_room_is_counted_again_near_the_end_and_now_and_then_far_from_it(
+        instance, tmp_path, monkeypatch):
+    """Far from the study's end the last count stands for ROOM_READ_INTERVAL_S;
+    within ROOM_FAR trials of it every call counts."""
+    from mneme_cc.tune import tuner as tuner_module
+    from mneme_cc.tune.settings import TuneSettings
+
+    tuner = tuner_module.Tuner(instance, TuneSettings(trials=10, out_dir=tmp_path / "s"),
+                               props=H100)
+    size = [0]
+    reads = []
+    monkeypatch.setattr(tuner, "_study_size", lambda *states: reads.append(1) or size[0])
+    trials = tuner_module.ROOM_FAR + 100
+    assert tuner._room(trials) == trials and len(reads) == 1
+    size[0] = 200  # others made trials: the last count stands for a while
+    assert tuner._room(trials) == trials and len(reads) == 1
+    monkeypatch.setattr(tuner, "_room_read", (0.0, trials))  # the interval has passed
+    assert tuner._room(trials) == trials - 200 and len(reads) == 2
+    assert [tuner._room(trials) for _ in range(3)] == [trials - 200] * 3 and len(reads) == 5
