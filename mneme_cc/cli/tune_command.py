@@ -77,6 +77,10 @@ def tune(
         "--warm-start/--no-warm-start",
         help="First try the best configurations of the kernel's other instances and of "
              "kernels with similar IR tuned in this database.")] = True,
+    race: Annotated[bool, typer.Option(
+        "--race/--no-race",
+        help="Stop timing a trial after 3 launches when each was slower than 1.25x the "
+             "best so far (its time then comes from those 3).")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summaries as JSON.")] = False,
 ) -> None:
     """Search configurations of recorded instances; keep the best verified one."""
@@ -106,7 +110,7 @@ def tune(
             iterations=iterations, warmup=warmup, storage=storage,
             study_name=study, resume=resume, seed=seed, out_dir=out,
             verify=policies_file(verify), allow_numerics_change=allow_numerics_change,
-            warm_start=warm_start)
+            warm_start=warm_start, race=race)
         summaries.append(_tune_one(inst, settings, Tuner, interactive))
     if not interactive:
         print(json.dumps(summaries if len(summaries) > 1 else summaries[0], indent=2))

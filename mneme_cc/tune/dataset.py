@@ -84,6 +84,7 @@ def _study_rows(db, study) -> list[dict[str, Any]]:
         "params": trial.get("params"), "config": trial.get("config"),
         "outcome": trial.get("outcome"), "duplicate": trial.get("duplicate"),
         "median_ms": trial.get("median_ms"), "samples_ms": trial.get("samples_ms"),
+        "raced": bool(trial.get("raced")),
         "registers": trial.get("registers"), "spill_bytes": trial.get("spill_bytes"),
         "occupancy": trial.get("occupancy"), "cubin_bytes": trial.get("cubin_bytes"),
         "error": trial.get("error"), "seconds": trial.get("seconds"),

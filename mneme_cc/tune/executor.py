@@ -47,6 +47,7 @@ class TrialResult:
     mismatches: list[dict[str, Any]] = field(default_factory=list)
     error: str = ""               # why, for any outcome but verified
     seconds: float = 0.0          # wall time of the trial
+    raced: bool = False           # timed in part: slower than the best (LaunchTimer)
 
     @property
     def verified(self) -> bool:
@@ -73,6 +74,8 @@ class ReplayExecutor:
                  compile_timeout: float = 60.0, start_timeout: float = 600.0):
         args = (str(instance.db.path), instance.name, str(cache_dir) if cache_dir else None)
         self.trial_timeout, self.compile_timeout = trial_timeout, compile_timeout
+        # The time a trial must beat to be timed in full (the tuner sets it).
+        self.race_above_ms: float | None = None
         self._cancelled = threading.Event()
         # What each thread is working on: cancel() ends it without waiting.
         self._current: dict[int, tuple[ReplayConfig, float, Future]] = {}
@@ -185,7 +188,9 @@ class ReplayExecutor:
             return
         self._current[threading.get_ident()] = (config, started, future)
         # A worker whose kernel faulted has lost its context: it is replaced.
-        kind, reply = worker.ask(config.to_json(), self.trial_timeout,
+        # A trial (not a baseline) races the best so far, as it is when it runs.
+        race = self.race_above_ms if config.baseline is None else None
+        kind, reply = worker.ask((config.to_json(), race), self.trial_timeout,
                                  restart_if=lambda r: r.get("outcome") == oc.RUNTIME_ERROR)
         self._current.pop(threading.get_ident(), None)
         if self._cancelled.is_set():

@@ -35,6 +35,9 @@ class TuneSettings:
     allow_numerics_change: bool = False
     # A new study first tries what won in related studies (mneme_cc.tune.warm_start).
     warm_start: bool = True
+    # A trial whose first timed launches are all slower than RACE_MARGIN x the
+    # best so far stops timing (LaunchTimer); one-objective time studies only.
+    race: bool = True
 
 
 #: Timed launches per trial when the study is not told: enough to cover

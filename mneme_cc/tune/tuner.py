@@ -39,6 +39,9 @@ from mneme_cc.tune.storage import describe, open_storage
 from mneme_cc.tune.study_dir import StudyDir
 
 REPORT_INTERVAL_S = 1.0
+#: A trial races the best so far times this (TuneSettings.race): timing noise
+#: is a few percent, so a configuration this much slower is not the best.
+RACE_MARGIN = 1.25
 #: A study with more room than ROOM_FAR trials counts them again only every
 #: ROOM_READ_INTERVAL_S: no set of processes makes that many in that time.
 ROOM_FAR, ROOM_READ_INTERVAL_S = 5000, 0.5
@@ -109,6 +112,8 @@ class Tuner:
         self.local = neighbours.LocalSteps(self.space, settings.seed) \
             if settings.sampler == "tpe" and len(settings.objectives) == 1 else None
         self.askers: askers.Askers | None = None  # processes asking beside the loop
+        self.racing = settings.race and settings.objectives == ["time"]
+        self.raced = 0  # verified trials whose timing stopped early
 
     # -- bookkeeping --------------------------------------------------------
 
@@ -136,6 +141,8 @@ class Tuner:
         if result.verified and not duplicate and self.local:
             self.local.found(self.values(result)[0], params)
         self.counts[result.outcome] += 1
+        if result.raced and not duplicate:
+            self.raced += 1
         if not duplicate:
             self.distinct[result.outcome] += 1
             for stage, seconds in result.stage_seconds().items():
@@ -297,6 +304,8 @@ class Tuner:
             for future in done & in_flight.keys():
                 trial, params, _, key = in_flight.pop(future)
                 self._finish(future, trial, params, key)
+            if self.racing and self.best is not None:
+                ex.race_above_ms = RACE_MARGIN * self.best.median_ms
             self.time_spent["tell"] += time.perf_counter() - t
             self.restarts = ex.restarts
             # At most once a second: trials.jsonl already has every trial.

@@ -80,7 +80,8 @@ def _replay_to_dict(result) -> dict[str, Any]:
             "spill_bytes": (r.spill_stores + r.spill_loads) if r else None,
             "cubin_bytes": result.cubin_bytes or None, "occupancy": result.occupancy,
             "mismatches": [dataclasses.asdict(m) for m in result.mismatches],
-            "replay_seconds": dict(result.replay_seconds), "error": result.failure or ""}
+            "replay_seconds": dict(result.replay_seconds), "error": result.failure or "",
+            "raced": len(result.samples_ms) < result.config.iterations}
 
 
 def _gpu_main(conn, db_path: str, name: str, cache_dir: str | None, ordinal: int) -> None:
@@ -96,9 +97,10 @@ def _gpu_main(conn, db_path: str, name: str, cache_dir: str | None, ordinal: int
         return
     conn.send({"ready": replayer.device.arch})
     for message in _messages(conn):
-        config = ReplayConfig.from_json(message)
+        config_json, stop_above_ms = message
+        config = ReplayConfig.from_json(config_json)
         try:
-            conn.send(_replay_to_dict(replayer.replay(config)))
+            conn.send(_replay_to_dict(replayer.replay(config, stop_above_ms=stop_above_ms)))
         except DeviceError as exc:
             kind = oc.classify_device_error(exc.code)
             conn.send({"outcome": kind, "error": str(exc)})

@@ -792,3 +792,50 @@ def test_processes_started_together_on_a_small_space_keep_the_budget(instance, t
 
     study = optuna.load_study(study_name="together", storage=open_storage(storage, tmp_path))
     assert 200 <= len(study.trials) <= 201
+
+
+class RacingExecutor(FakeExecutor):
+    """The fake GPU stage, racing as the real one does: a trial slower than
+    `race_above_ms` when it runs keeps 3 of its samples and says so."""
+
+    seen: list[float | None] = []
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.race_above_ms = None
+
+    def submit(self, config):
+        future = super().submit(config)
+        result = future.result()
+        race = self.race_above_ms if config.baseline is None else None
+        RacingExecutor.seen.append(race)
+        if result.verified and race is not None and result.median_ms > race:
+            out = Future()
+            out.set_result(dataclasses.replace(result, samples_ms=result.samples_ms[:1] * 3,
+                                               raced=True))
+            return out
+        return future
+
+
+@pytest.mark.parametrize("race", [True, False])
+def test_trials_race_the_best_so_far_unless_told_not_to(instance, tmp_path, race):
+    """The loop hands the executor 1.25x the best's time once it has one
+    (never to a baseline), raced trials are counted and marked, and the best
+    is never a raced trial; --no-race hands it nothing."""
+    from mneme_cc.tune.tuner import RACE_MARGIN
+
+    RacingExecutor.seen = []
+    settings = TuneSettings(trials=60, sampler="random", seed=3, space="standard",
+                            out_dir=tmp_path / "study", race=race)
+    tuner = Tuner(instance, settings, props=H100, executor=RacingExecutor)
+    summary = tuner.run()
+    lines = [json.loads(line) for line in (tmp_path / "study" / "trials.jsonl").open()]
+    raced = [t for t in lines if t["raced"]]
+    if not race:
+        assert summary["raced"] == 0 and not raced and set(RacingExecutor.seen) == {None}
+        return
+    assert RacingExecutor.seen[0] is None  # the baseline
+    thresholds = [s for s in RacingExecutor.seen if s is not None]
+    assert thresholds and min(thresholds) == pytest.approx(RACE_MARGIN * tuner.best.median_ms)
+    assert summary["raced"] == len([t for t in raced if not t["duplicate"]]) > 0
+    assert all(t["median_ms"] > summary["best_median_ms"] for t in raced)

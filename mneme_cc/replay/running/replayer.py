@@ -250,10 +250,12 @@ class Replayer(Probes):
     # -- a replay ---------------------------------------------------------------
 
     def replay(self, config: ReplayConfig | None = None,
-               save_output: str | Path | None = None) -> ReplayResult:
+               save_output: str | Path | None = None,
+               stop_above_ms: float | None = None) -> ReplayResult:
         """Compiles (or loads) as config says, runs once and verifies against
         the recorded epilogue, then times. `save_output`: a new directory for
         the device state after that first launch (mneme_cc.replay.output).
+        `stop_above_ms`: a time to beat, which races the timing (LaunchTimer).
 
         Raises what preflight() raises, DeviceError when the GPU refuses or the
         kernel faults, and what compiling raises."""
@@ -292,7 +294,7 @@ class Replayer(Probes):
             mismatches, tolerated = self._verify(globals_, config)
             if mismatches and self._probed():
                 # Verified again, under the spread now; this attempt's time counts too.
-                again = self.replay(config, save_output)
+                again = self.replay(config, save_output, stop_above_ms)
                 if compiled:
                     again.compile_seconds, again.cache_hit = compiled.seconds, compiled.cache_hit
                 for phase, seconds in spent.items():
@@ -305,7 +307,8 @@ class Replayer(Probes):
                     "config": config.to_dict(), "outcome": outcome})
             lap("verify")
             samples = self.timer.time(config, lambda: self.state.restore(globals_),
-                                      lambda: self._launch(function, grid, block, smem))
+                                      lambda: self._launch(function, grid, block, smem),
+                                      stop_above_ms)
             lap("time")
             numerics = self._numerics_found(config, bool(mismatches))
             if mismatches:

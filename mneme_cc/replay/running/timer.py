@@ -5,6 +5,12 @@ start event, launch, stop event, ...) and the gate opened once per batch:
 the GPU runs them back to back while each event pair brackets one kernel
 alone, and the host waits once per batch, not once per launch. A batch
 stays well under the depth at which queuing would block.
+
+A trial told a time to beat (`stop_above_ms`) is raced: its first batch
+holds the warm-up and RACE_LAUNCHES timed launches, and if even the fastest
+of those is slower than that time the rest are not run. A study's trials
+are mostly far from its best, and timing them fully was most of the GPU's
+time per trial.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.running import device as dev
 
 TIMING_BATCH = 32  # timed launches queued behind the gate at once
+RACE_LAUNCHES = 3  # timed launches a raced trial runs before it may stop
 
 
 class LaunchTimer:
@@ -43,16 +50,24 @@ class LaunchTimer:
         return self.events[:count]
 
     def time(self, config: ReplayConfig, restore: Callable[[], None],
-             launch: Callable[[], None]) -> list[float]:
+             launch: Callable[[], None], stop_above_ms: float | None = None) -> list[float]:
         """Milliseconds of each timed launch, warm-up launches dropped;
-        `restore` and `launch` queue their work on the device's stream."""
+        `restore` and `launch` queue their work on the device's stream.
+        With `stop_above_ms`, only RACE_LAUNCHES timed launches when the
+        fastest of them is slower than that."""
         device = self.device
         samples: list[float] = []
         if config.flush_l2:
             self.flush_l2()  # allocates its buffer now, not while the stream is held
         total = config.warmup + config.iterations
-        for first in range(0, total, TIMING_BATCH):
-            batch = self._events(min(TIMING_BATCH, total - first))
+        race_at = config.warmup + RACE_LAUNCHES \
+            if stop_above_ms is not None and config.iterations > RACE_LAUNCHES else None
+        first = 0
+        while first < total:
+            # A raced trial's batches end where it may stop.
+            end = race_at if race_at is not None and first < race_at else total
+            size = min(TIMING_BATCH, end - first)
+            batch = self._events(size)
             self.gate.hold(device.stream)
             try:
                 for start, stop in batch:
@@ -68,6 +83,9 @@ class LaunchTimer:
             for i, (start, stop) in enumerate(batch, first):
                 if i >= config.warmup:
                     samples.append(device.elapsed_ms(start, stop, "timing"))
+            first += size
+            if first == race_at and min(samples) > stop_above_ms:
+                break
         return samples
 
     def close(self) -> None:
