@@ -16,12 +16,14 @@ constexpr uint64_t FetchPieceBytes = 32ULL << 20;
 // Each half of a fetcher's pinned buffer: pinning costs about 0.7 ms per
 // MiB and a copy out of it runs at memcpy's pace, which 1 MiB halves keep.
 constexpr uint64_t FetcherPinnedBytes = 1ULL << 20;
+// Unused staging memory kept for the next instance once nothing is staged.
+constexpr uint64_t StagingReserveBytes = 256ULL << 20;
 } // namespace
 
 void ChunkCopier::reset() {
   std::lock_guard<std::mutex> G(FetchersLock);
   IdleFetchers.clear();
-  Staging.forget();
+  Staging.reset();
 }
 
 bool ChunkCopier::copy(const std::vector<SnapshotRegion> &Regions,
@@ -158,7 +160,12 @@ bool ChunkCopier::fetchPiece(CUdeviceptr From, uint64_t Bytes, char *To, std::st
 
 void ChunkCopier::releaseStaged(CUdeviceptr Copy, uint64_t Bytes) {
   Staging.give(Copy);
-  StagedBytes -= Bytes;
+  // Once every staged copy is on the host, the device gets back what is
+  // kept beyond a reserve (on a fetch thread, which nothing waits for).
+  if ((StagedBytes -= Bytes) == 0) {
+    driver().CtxSetCurrent(Context);
+    Staging.trim(StagingReserveBytes);
+  }
 }
 
 } // namespace mneme::recorder

@@ -43,8 +43,8 @@ public:
   void setStagingCap(uint64_t Bytes) { StagingCap = Bytes; }
   // The context the fetch thread works in.
   void setContext(CUcontext C) { Context = C; }
-  // After a device reset: the fetch threads' snapshots and the staging
-  // memory are gone.
+  // Before a device reset (the writer drained): the fetch threads'
+  // snapshots and the staging memory go.
   void reset();
   // Frees the staging memory no copy holds.
   void trimStaging() { Staging.trim(); }

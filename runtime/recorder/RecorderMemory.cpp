@@ -5,6 +5,8 @@
 #include "Options.h"
 #include "Recorder.h"
 
+#include <cstring>
+
 namespace mneme::recorder {
 
 cudaError_t Recorder::allocate(void **Ptr, size_t Size, const char *Api,
@@ -41,10 +43,12 @@ cudaError_t Recorder::allocate(void **Ptr, size_t Size, const char *Api,
   }
   cudaError_t Result = Real();
   if (Result == cudaErrorMemoryAllocation && State == Mode::Recording) {
-    // Staging may hold the memory: trim it, and try again with the error
-    // the first try left cleared.
+    // Staging may hold the memory: trim it and try again, with the runtime's
+    // error from the first try cleared (a driver call leaves none).
     Capture.trimStaging();
-    MNEME_REAL(cudaGetLastError)();
+    if (std::strncmp(Api, "cuda", 4) == 0)
+      if (auto ClearError = MNEME_REAL(cudaGetLastError))
+        ClearError();
     Result = Real();
   }
   if (Result == cudaSuccess)

@@ -170,14 +170,16 @@ def test_ending_a_trial_is_telling_it_without_the_copy(tmp_path):
             self.ended.append((trial.number, state, values))
 
     study = optuna.create_study(storage=open_storage(None, tmp_path), sampler=Watching(seed=1))
-    done, failed = study.ask(), study.ask()
+    done, failed, pruned = study.ask(), study.ask(), study.ask()
     done.suggest_int("x", 0, 3)
     end_trial(study, done, [0.25])
     end_trial(study, failed, state=optuna.trial.TrialState.FAIL)
-    assert [(t.state.name, t.values) for t in study.trials] == [("COMPLETE", [0.25]),
-                                                                  ("FAIL", None)]
+    end_trial(study, pruned, state=optuna.trial.TrialState.PRUNED)
+    assert [(t.state.name, t.values) for t in study.trials] == [
+        ("COMPLETE", [0.25]), ("FAIL", None), ("PRUNED", None)]
     assert Watching.ended == [(0, optuna.trial.TrialState.COMPLETE, [0.25]),
-                              (1, optuna.trial.TrialState.FAIL, None)]
+                              (1, optuna.trial.TrialState.FAIL, None),
+                              (2, optuna.trial.TrialState.PRUNED, None)]
     with pytest.raises(ValueError):
         end_trial(study, done, [0.5])
 
