@@ -50,7 +50,7 @@ def _record(examples: Path, db: Path, name: str, args: list[str], kernel: str,
                    check=True, capture_output=True)
 
 
-#: Flags every study of the run gets (--askers, --devices).
+#: Flags every study of the run gets (--askers, --devices, --no-race).
 EXTRA: list[str] = []
 
 
@@ -99,7 +99,8 @@ def study(examples: Path, scratch: Path, name: str, args: list[str], kernel: str
             "over_budget_s": s["time_spent"]["wall"] - budget, "cli_wall_s": wall,
             "baseline_ms": (s["baseline"] or {}).get("median_ms"),
             "best_ms": s["best_median_ms"], "time_spent": s["time_spent"],
-            "where": where_time_went(s["time_spent"]), "askers": s.get("askers")}
+            "where": where_time_went(s["time_spent"]), "askers": s.get("askers"),
+            "raced": s.get("raced")}
 
 
 def warm_start_check(examples: Path, scratch: Path, name: str, args: list[str], kernel: str,
@@ -139,11 +140,14 @@ def main() -> None:
     parser.add_argument("--askers", type=int, help="asker processes per study (mneme tune's "
                         "default when not given)")
     parser.add_argument("--devices", help="GPU ordinals for every study, e.g. 0,1")
+    parser.add_argument("--no-race", action="store_true",
+                        help="time every trial in full (mneme tune --no-race)")
     parser.add_argument("--warm-start", action="store_true",
                         help="measure what warm start saves instead (two instances each)")
     a = parser.parse_args()
     EXTRA.extend([*(["--askers", str(a.askers)] if a.askers is not None else []),
-                  *(["--devices", a.devices] if a.devices else [])])
+                  *(["--devices", a.devices] if a.devices else []),
+                  *(["--no-race"] if a.no_race else [])])
     wanted = set(a.only.split(",")) if a.only else None
     rows = []
     measure = warm_start_check if a.warm_start else study
