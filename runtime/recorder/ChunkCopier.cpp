@@ -73,13 +73,12 @@ bool ChunkCopier::copyRun(const SnapshotRegion &Region, const std::vector<Digest
   uint64_t Bytes = std::min<uint64_t>(End * ChunkSize, Region.Size) - From;
   HostBuffer Buffer = allocateHostBuffer(Bytes);
   CUdeviceptr Copy = 0;
-  if (StagedBytes + Bytes <= StagingCap && Staging.take(Bytes, StagingCap, Copy)) {
+  if (Staging.take(Bytes, StagingCap, Copy)) {
     if (!Snapshot.copyOnDevice(Region.Address + From, Bytes, Copy)) {
       Staging.give(Copy);
       Error = "staging a copy on the device failed";
       return false;
     }
-    StagedBytes += Bytes;
     Staged.push_back(StagedCopy{Copy, Bytes, Buffer});
   } else if (!Snapshot.copyToHost(Region.Address + From, Bytes, Buffer.get(), Error)) {
     return false;
@@ -99,10 +98,8 @@ void ChunkCopier::unstage(const std::vector<StagedCopy> &Staged) {
   // The copies may still be under way.
   std::string Ignored;
   Snapshot.wait(Ignored);
-  for (const StagedCopy &S : Staged) {
+  for (const StagedCopy &S : Staged)
     Staging.give(S.Copy);
-    StagedBytes -= S.Bytes;
-  }
 }
 
 void ChunkCopier::fetches(const std::vector<StagedCopy> &Staged,
@@ -111,13 +108,12 @@ void ChunkCopier::fetches(const std::vector<StagedCopy> &Staged,
   struct Release {
     ChunkCopier *Copier;
     CUdeviceptr Copy;
-    uint64_t Bytes;
-    Release(ChunkCopier *Owner, CUdeviceptr P, uint64_t N) : Copier(Owner), Copy(P), Bytes(N) {}
+    Release(ChunkCopier *Owner, CUdeviceptr P) : Copier(Owner), Copy(P) {}
     Release(const Release &) = delete; // freed once, by the last piece
-    ~Release() { Copier->releaseStaged(Copy, Bytes); }
+    ~Release() { Copier->releaseStaged(Copy); }
   };
   for (const StagedCopy &S : Staged) {
-    auto Owner = std::make_shared<Release>(this, S.Copy, S.Bytes);
+    auto Owner = std::make_shared<Release>(this, S.Copy);
     for (uint64_t At = 0; At < S.Bytes; At += FetchPieceBytes) {
       uint64_t Bytes = std::min(FetchPieceBytes, S.Bytes - At);
       Out.push_back([this, Owner, Buffer = S.Buffer, At, Bytes](std::string &Error) {
@@ -158,11 +154,10 @@ bool ChunkCopier::fetchPiece(CUdeviceptr From, uint64_t Bytes, char *To, std::st
   return true;
 }
 
-void ChunkCopier::releaseStaged(CUdeviceptr Copy, uint64_t Bytes) {
-  Staging.give(Copy);
+void ChunkCopier::releaseStaged(CUdeviceptr Copy) {
   // Once every staged copy is on the host, the device gets back what is
   // kept beyond a reserve (on a fetch thread, which nothing waits for).
-  if ((StagedBytes -= Bytes) == 0) {
+  if (Staging.give(Copy)) {
     driver().CtxSetCurrent(Context);
     Staging.trim(StagingReserveBytes);
   }

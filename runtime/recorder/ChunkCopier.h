@@ -79,7 +79,7 @@ private:
 
   // On a fetch thread: Bytes of a staged copy into host memory.
   bool fetchPiece(CUdeviceptr From, uint64_t Bytes, char *To, std::string &Error);
-  void releaseStaged(CUdeviceptr Copy, uint64_t Bytes);
+  void releaseStaged(CUdeviceptr Copy);
 
   DeviceSnapshot &Snapshot;
   StagingMemory Staging;
@@ -87,8 +87,7 @@ private:
   std::mutex FetchersLock;
   std::vector<std::unique_ptr<DeviceSnapshot>> IdleFetchers; // one per fetch thread at most
   CUcontext Context = nullptr;
-  std::atomic<uint64_t> StagedBytes{0};
-  uint64_t StagingCap = 0;
+  uint64_t StagingCap = 0; // the staging memory's limit
   uint64_t CopiedBytes = 0, CopyRuns = 0;
   std::atomic<uint64_t> FetcherSetupNs{0};
   std::atomic<unsigned> FetchersMade{0};

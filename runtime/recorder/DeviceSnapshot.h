@@ -48,7 +48,6 @@ public:
   bool pinStaging(std::string &Error);
 
 private:
-
   CUstream Stream = nullptr;
   CUfunction Kernel = nullptr;
   CUfunction HoldKernel = nullptr;

@@ -117,8 +117,9 @@ void LaunchCapture::handOver(const CapturedLaunch &C, InstanceJob &Job) {
 }
 
 CaptureStats LaunchCapture::stats() const {
-  return CaptureStats{HashSeconds,          CopySeconds,       Copier.copiedBytes(),
-                      Copier.copyRuns(),    Copier.fetcherSetupSeconds(), Copier.fetchers()};
+  return CaptureStats{HashSeconds,       CopySeconds,
+                      Copier.copiedBytes(), Copier.copyRuns(),
+                      Copier.fetcherSetupSeconds(), Copier.fetchers()};
 }
 
 } // namespace mneme::recorder

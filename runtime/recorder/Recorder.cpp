@@ -485,12 +485,13 @@ void Recorder::reportTimeline(double FinishBegan) const {
   }
   report(ByPhase);
   WriterStats W = Instances.writerStats();
+  CaptureStats C = Capture.stats();
   std::snprintf(Line, sizeof Line,
                 "the writer: %.3f s copying staged bytes to the host (%u threads), %.3f s "
                 "compressing and writing (%u threads), summed over its threads; %.1f ms setting "
                 "up %u fetcher(s)",
                 W.FetchSeconds, W.FetchThreads, W.StoreSeconds, W.StoreThreads,
-                Capture.stats().FetcherSetupSeconds * 1e3, Capture.stats().Fetchers);
+                C.FetcherSetupSeconds * 1e3, C.Fetchers);
   report(Line);
   const double Zero = options().LaunchedAt > 0 ? options().LaunchedAt : LoadedAt;
   auto Ms = [&](double T) { return (T - Zero) * 1e3; };

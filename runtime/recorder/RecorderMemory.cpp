@@ -19,12 +19,14 @@ cudaError_t Recorder::allocate(void **Ptr, size_t Size, const char *Api,
   drainFrees();
   CUdevice Device = -1;
   driver().CtxGetDevice(&Device);
+  bool Trimmed = false; // the staging memory, once, where the device was full
   if (!WindowFailed && Window.isOpen() && Device == Window.device()) {
     uint64_t At = 0;
     CUresult Err;
     auto Outcome = Window.allocate(Size, 256, At, Err);
     if (Outcome == VAWindow::Outcome::DriverError) { // the device may be full of staging
       Capture.trimStaging();
+      Trimmed = true;
       Outcome = Window.allocate(Size, 256, At, Err);
     }
     if (Outcome == VAWindow::Outcome::Ok) {
@@ -42,7 +44,7 @@ cudaError_t Recorder::allocate(void **Ptr, size_t Size, const char *Api,
     // Out of device memory (or no room): let CUDA answer, as it would have.
   }
   cudaError_t Result = Real();
-  if (Result == cudaErrorMemoryAllocation && State == Mode::Recording) {
+  if (Result == cudaErrorMemoryAllocation && State == Mode::Recording && !Trimmed) {
     // Staging may hold the memory: trim it and try again, with the runtime's
     // error from the first try cleared (a driver call leaves none).
     Capture.trimStaging();

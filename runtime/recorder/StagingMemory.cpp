@@ -34,13 +34,14 @@ bool StagingMemory::take(uint64_t Bytes, uint64_t Limit, CUdeviceptr &Block) {
   return true;
 }
 
-void StagingMemory::give(CUdeviceptr Block) {
+bool StagingMemory::give(CUdeviceptr Block) {
   std::lock_guard<std::mutex> G(Lock);
   if (InUse.erase(Block) == 0)
-    return;
+    return InUse.empty();
   uint64_t Bytes = Sizes[Block];
   Unused.emplace(Bytes, Block);
   UnusedBytes += Bytes;
+  return InUse.empty();
 }
 
 void StagingMemory::trim(uint64_t Keep) {

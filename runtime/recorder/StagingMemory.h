@@ -19,10 +19,12 @@ namespace mneme::recorder {
 class StagingMemory {
 public:
   // A block of at least Bytes, keeping every block's total within Limit
-  // (unused blocks are freed to make room); false if the device has none.
+  // (unused blocks are freed to make room); false if there is no room
+  // within it or on the device.
   bool take(uint64_t Bytes, uint64_t Limit, CUdeviceptr &Block);
   // Block is unused from now on (any thread); a block not in use is ignored.
-  void give(CUdeviceptr Block);
+  // True when no block is in use any more.
+  bool give(CUdeviceptr Block);
   // Frees unused blocks, the largest first, until at most Keep bytes of
   // them are left (in the current context; cuMemFree may wait for the device).
   void trim(uint64_t Keep = 0);

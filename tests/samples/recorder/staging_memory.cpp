@@ -59,7 +59,7 @@ int main() {
   StagingMemory S;
   CUdeviceptr A, B, C, D;
   expect(S.take(10 * MiB, Limit, A) && S.take(40 * MiB, Limit, B), "two blocks");
-  S.give(A);
+  expect(!S.give(A), "another block still in use");
   expect(S.take(8 * MiB, Limit, C) && C == A, "an unused block that fits is reused");
   expect(S.take(8 * MiB, Limit, D) && D != A && D != B, "a block in use is not handed out");
   S.give(B);
@@ -90,6 +90,7 @@ int main() {
   S.give(F); // a block from before the reset: ignored
   CUdeviceptr K;
   expect(S.take(5 * MiB, Limit, K) && K != F, "a block from before the reset is not reused");
+  expect(S.give(K), "the last block in use given back");
   std::printf("ok\n");
   return 0;
 }
