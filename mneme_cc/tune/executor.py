@@ -76,6 +76,9 @@ class ReplayExecutor:
         self.trial_timeout, self.compile_timeout = trial_timeout, compile_timeout
         # The time a trial must beat to be timed in full (the tuner sets it).
         self.race_above_ms: float | None = None
+        # Set once the contraction probe has explained a failure: from then on,
+        # while trials wait for a GPU, compiles include what a probe would run.
+        self._probe_explains = False
         self._cancelled = threading.Event()
         # What each thread is working on: cancel() ends it without waiting.
         self._current: dict[int, tuple[ReplayConfig, float, Future]] = {}
@@ -152,7 +155,9 @@ class ReplayExecutor:
             self._settle(future, self._cancelled_result(config, started))
             return
         self._current[threading.get_ident()] = (config, started, future)
-        kind, reply = worker.ask((config.to_json(), self.arch), self.compile_timeout)
+        # Compiled ahead only while the GPU is behind: never at the trials' cost.
+        unfused = self._probe_explains and self._gpu_queue.qsize() >= len(self.workers)
+        kind, reply = worker.ask((config.to_json(), self.arch, unfused), self.compile_timeout)
         self._current.pop(threading.get_ident(), None)
         spent = {"compile_seconds": {"failed": time.perf_counter() - started}}
         if self._cancelled.is_set():
@@ -203,6 +208,8 @@ class ReplayExecutor:
             reply = {"outcome": oc.RUNTIME_ERROR,
                      "error": f"the replay worker died (exit status {reply})"}
         reply.setdefault("error", "")
+        if reply["outcome"] == oc.NUMERICS_CHANGING:
+            self._probe_explains = True
         result = TrialResult(config=config, seconds=time.perf_counter() - started,
                              **stages, **reply)
         if result.outcome == oc.FAILED_VERIFICATION and result.mismatches:

@@ -45,9 +45,12 @@ def _messages(conn) -> Iterator[Any]:
 
 def _compile_main(conn, db_path: str, name: str, cache_dir: str | None) -> None:
     """A compile process: imports LLVM and reads the instance once, then
-    compiles into the disk cache what arrives; answers (error or "", seconds)."""
+    compiles into the disk cache what arrives; answers (error or "", seconds).
+    Asked to (`unfused`), it also compiles what the contraction probe would
+    run for the configuration, so that a failure's probe finds it compiled."""
     from mneme_cc.replay.compiling.compiler import compile_instance
     from mneme_cc.replay.compiling.llvm import llvm_binding
+    from mneme_cc.replay.compiling.numerics import codegen_of
 
     try:
         llvm_binding()
@@ -57,7 +60,7 @@ def _compile_main(conn, db_path: str, name: str, cache_dir: str | None) -> None:
         return
     conn.send({"ready": True})
     for message in _messages(conn):
-        config_json, arch = message
+        config_json, arch, unfused = message
         config = ReplayConfig.from_json(config_json)
         if config.baseline == "original":
             conn.send(("", {}))
@@ -67,7 +70,18 @@ def _compile_main(conn, db_path: str, name: str, cache_dir: str | None) -> None:
         except Exception as exc:  # noqa: BLE001 - LLVM, ptxas, a full cache disk: one line
             conn.send((str(exc).splitlines()[0] if str(exc) else type(exc).__name__, {}))
             continue
-        conn.send(("", compiled.seconds))
+        seconds = dict(compiled.seconds)
+        if unfused:
+            try:
+                codegen = codegen_of(inst.db.kernel(inst.static_hash))
+                variants = (probe.reference(codegen), probe.without_contraction(config)) \
+                    if probe.applies(config, codegen) else ()
+                for variant in variants:
+                    seconds["probe"] = seconds.get("probe", 0.0) + sum(
+                        compile_instance(inst, variant, arch, cache_dir).seconds.values())
+            except Exception:  # noqa: BLE001 - the probe compiles it again and says why
+                pass
+        conn.send(("", seconds))
 
 
 def _replay_to_dict(result) -> dict[str, Any]:
@@ -75,13 +89,14 @@ def _replay_to_dict(result) -> dict[str, Any]:
     # A failure the contraction probe explained is a numerics change, not a miscompile.
     outcome = oc.NUMERICS_CHANGING if result.outcome == oc.FAILED_VERIFICATION and \
         probe.REASON in result.numerics else result.outcome
-    return {"outcome": outcome, "median_ms": result.median_ms,
+    samples = result.samples_ms
+    return {"outcome": outcome, "median_ms": result.median_ms if samples else None,
             "samples_ms": result.samples_ms, "registers": r.registers if r else None,
             "spill_bytes": (r.spill_stores + r.spill_loads) if r else None,
             "cubin_bytes": result.cubin_bytes or None, "occupancy": result.occupancy,
             "mismatches": [dataclasses.asdict(m) for m in result.mismatches],
             "replay_seconds": dict(result.replay_seconds), "error": result.failure or "",
-            "raced": len(result.samples_ms) < result.config.iterations}
+            "raced": 0 < len(samples) < result.config.iterations}
 
 
 def _gpu_main(conn, db_path: str, name: str, cache_dir: str | None, ordinal: int) -> None:
@@ -100,7 +115,9 @@ def _gpu_main(conn, db_path: str, name: str, cache_dir: str | None, ordinal: int
         config_json, stop_above_ms = message
         config = ReplayConfig.from_json(config_json)
         try:
-            conn.send(_replay_to_dict(replayer.replay(config, stop_above_ms=stop_above_ms)))
+            # A study has no use for the time of a configuration that fails.
+            conn.send(_replay_to_dict(replayer.replay(config, stop_above_ms=stop_above_ms,
+                                                      time_failures=False)))
         except DeviceError as exc:
             kind = oc.classify_device_error(exc.code)
             conn.send({"outcome": kind, "error": str(exc)})

@@ -75,12 +75,9 @@ def test_ptxas_assembles_with_the_configs_options_and_reports_resources():
 
 
 def test_the_compile_cache_keeps_assemblers_apart():
-    from mneme_cc.replay.compiling.compiler import cache_key
-    from mneme_cc.replay.compiling.jit import KernelLaunch
-    from mneme_cc.replay.compiling.numerics import Codegen
+    from mneme_cc.replay.compiling.compiler import cubin_key
 
-    launch = KernelLaunch("scale", (1, 1, 1), (32, 1, 1), b"\0" * 12, ((0, 8), (8, 4)))
-    keys = {cache_key("ab" * 32, launch, ReplayConfig(), "sm_90", Codegen(), name)
+    keys = {cubin_key(KERNEL, "scale", ReplayConfig(), "sm_90", name)
             for name in ("ptxas 13.0.88", "nvJitLink 13.5")}
     assert len(keys) == 2
 

@@ -224,3 +224,34 @@ def test_a_failure_that_only_fuses_other_products_is_a_numerics_change(example_b
         assert not planted.verified and planted.numerics == []
         assert "a miscompile" in planted.failure
         assert replayer.replay(ReplayConfig(baseline="ir", **quick)).verified
+        # What a study asks: a failure is not timed, and still explained.
+        untimed = replayer.replay(build.baseline_config(specialize_args=(5,), **quick),
+                                  time_failures=False)
+        assert untimed.samples_ms == [] and untimed.numerics == [probe.REASON]
+        assert replayer.replay(build.baseline_config(**quick), time_failures=False).samples_ms
+
+
+def test_a_compile_process_asked_compiles_what_the_probe_would_run(example_binaries, tmp_path):
+    """Once the probe explains failures, a study's compiles include its two
+    compiles, so that the GPU worker's probe finds them in the cache."""
+    from mneme_cc.replay.compiling.compiler import compile_instance
+    from mneme_cc.replay.compiling.numerics import codegen_of
+    from mneme_cc.tune.workers import Worker
+
+    db_path = tmp_path / "db"
+    run(["mneme", "record", "-rdb", str(db_path), "--", str(example_binaries / "contraction")])
+    (inst,) = RecordDB(db_path).instances
+    build = codegen_of(inst.db.kernel(inst.static_hash))
+    config, cache = build.baseline_config(specialize_args=(5,)), tmp_path / "cache"
+    worker = Worker(str(db_path), inst.name, str(cache))
+    try:
+        kind, (error, seconds) = worker.ask((config.to_json(), "sm_90", False), 120)
+        assert kind == "reply" and not error and "probe" not in seconds
+        assert not compile_instance(inst, probe.without_contraction(config), "sm_90", cache).cache_hit
+        other = build.baseline_config(specialize_args=(6,))
+        kind, (error, seconds) = worker.ask((other.to_json(), "sm_90", True), 120)
+        assert kind == "reply" and not error and seconds["probe"] > 0
+        for variant in (probe.without_contraction(other), probe.reference(build)):
+            assert compile_instance(inst, variant, "sm_90", cache).cache_hit
+    finally:
+        worker.close()

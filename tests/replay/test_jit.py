@@ -224,6 +224,14 @@ def test_compile_cache_hits_and_misses(bitcode, tmp_path):
     assert not compile_kernel(bitcode, "irhash", other_n, ReplayConfig(specialize_args=(3,)),
                               "sm_90", CODEGEN, cache_dir=tmp_path).cache_hit
     assert not [p for p in tmp_path.rglob("*") if ".tmp." in p.name]
+    # Differing in ptxas's options alone: LLVM does not run again.
+    capped = compile_(ReplayConfig(specialize_args=(3,), max_registers=24))
+    assert "ptxas" in capped.seconds and "optimize" not in capped.seconds
+    assert capped.ptx == first.ptx and capped.ir == first.ir and capped.cubin != first.cubin
+    # Other LLVM settings that give the same PTX: ptxas does not run again.
+    unrolled = compile_(ReplayConfig(specialize_args=(3,), tuning={"loop_unrolling": False}))
+    assert "optimize" in unrolled.seconds and "ptxas" not in unrolled.seconds
+    assert unrolled.cubin == first.cubin and not unrolled.cache_hit
     # A damaged entry is compiled again, not used.
     (cubin,) = [p for p in tmp_path.rglob("kernel.cubin")
                 if p.read_bytes() == first.cubin]

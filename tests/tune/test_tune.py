@@ -618,7 +618,7 @@ def test_a_compile_process_past_its_limit_is_killed_and_replaced(instance, tmp_p
 
     worker = Worker(str(instance.db.path), instance.name, str(tmp_path / "cache"))
     try:
-        job = (ReplayConfig(pipeline="default<O3>").to_json(), "sm_90")
+        job = (ReplayConfig(pipeline="default<O3>").to_json(), "sm_90", False)
         assert worker.ask(job, 0.001) == ("timeout", None)
         assert worker.restarts == 1 and worker.process.is_alive()
         kind, (error, _) = worker.ask(job, 120)
@@ -746,6 +746,9 @@ def test_a_failure_the_replay_explains_is_numerics_changing_not_a_miscompile():
     assert reply["error"] == f"numerics-changing: {probe.REASON}"
     unexplained = ReplayResult(ReplayConfig(), False, [mismatch], [0.1], None)
     assert _replay_to_dict(unexplained)["outcome"] == oc.FAILED_VERIFICATION
+    # A GPU worker does not time a failure: no time, and not raced.
+    untimed = _replay_to_dict(ReplayResult(ReplayConfig(), False, [mismatch], [], None))
+    assert untimed["median_ms"] is None and untimed["samples_ms"] == [] and not untimed["raced"]
 
 
 def test_the_loop_says_what_its_own_asks_and_tells_cost(instance, tmp_path):

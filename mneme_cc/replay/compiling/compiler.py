@@ -1,19 +1,23 @@
 """A recorded kernel compiled under a ReplayConfig, through a disk cache.
 
-The cache key covers everything that changes the binary: the IR's content
-hash, the kernel, the compile fields of the grounded config, the build's
-recorded code-generation options, the launch dimensions and argument bytes
-where they are specialised, the arch, the versions of mneme-cc, LLVM
-(llvmlite) and nvJitLink, and the ptxas that assembles (replay/compiling/assembler.py).
-Entries are written to
-a temporary name and renamed, so concurrent compilers share one cache.
+The cache keeps two stages apart. A PTX entry's key covers what LLVM reads:
+the IR's content hash, the kernel, the compile fields of the grounded
+config but ptxas's own (`PTXAS_ONLY`), the build's recorded
+code-generation options, the launch dimensions and argument bytes where
+they are specialised, the arch, and the versions of mneme-cc, LLVM
+(llvmlite) and nvJitLink. A cubin entry's key covers what ptxas reads: the
+PTX's digest, ptxas's options and which ptxas assembles
+(replay/compiling/assembler.py). So a study's configurations that differ
+only in ptxas's options run LLVM once, and those whose LLVM settings give
+the same PTX run ptxas once. Entries are written to a temporary name and
+renamed, so concurrent compilers share one cache.
 
 `compile_instance` compiles a recorded instance's kernel; it needs no GPU,
-so compile workers import this module and not the replay session.
-"""
+so compile workers import this module and not the replay session."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -25,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mneme_cc.replay.compiling.assembler import Assembler, assembler_for, image_ptxas_version
-from mneme_cc.replay.compiling.cubin import Resources, compile_cubin
+from mneme_cc.replay.compiling.cubin import Resources, compile_cubin, ptxas_flags
 from mneme_cc.replay.compiling.jit import KernelLaunch, compile_ptx
 from mneme_cc.replay.compiling.numerics import Codegen, codegen_of
 from mneme_cc.replay.config import ReplayConfig
@@ -55,6 +59,9 @@ class CompiledKernel:
         return self.ir_text
 
 
+_NO_RESOURCES = Resources(0, 0, 0, 0, 0, 0)  # a PTX entry's: only a cubin has resources
+
+
 def default_cache_dir() -> Path:
     if os.environ.get("MNEME_CACHE_DIR"):
         return Path(os.environ["MNEME_CACHE_DIR"])
@@ -78,20 +85,34 @@ def _toolchain_versions() -> dict[str, str]:
     return versions
 
 
-def cache_key(ir_hash: str, launch: KernelLaunch, config: ReplayConfig, arch: str,
-              codegen: Codegen, assembler: str = "") -> str:
-    fields = config.compile_fields()
-    grounded = config.grounded()
+#: What only ptxas reads, at fixed values: configurations that differ in these
+#: alone share their PTX, and LLVM runs once for all of them.
+PTXAS_ONLY = {"ptxas_opt_level": 3, "max_registers": None}
+
+
+def ptx_key(ir_hash: str, launch: KernelLaunch, config: ReplayConfig, arch: str,
+            codegen: Codegen) -> str:
+    """The key of config's PTX: what LLVM reads (PTXAS_ONLY left out)."""
+    grounded = dataclasses.replace(config, **PTXAS_ONLY).grounded()
     grid, block = grounded.grid or launch.grid, grounded.block or launch.block
     specialised = {str(i): launch.args[o:o + s].hex()
                    for i, (o, s) in enumerate(launch.params) if i in grounded.specialize_args}
     material = {
-        "ir": ir_hash, "kernel": launch.name, "arch": arch, "config": fields,
-        "codegen": codegen.to_dict(),
+        "stage": "ptx", "ir": ir_hash, "kernel": launch.name, "arch": arch,
+        "config": grounded.compile_fields(), "codegen": codegen.to_dict(),
         "dims": [grid, block] if grounded.specialize_dims or grounded.launch_bounds else None,
-        "args": specialised, "versions": _toolchain_versions(), "assembler": assembler,
+        "args": specialised, "versions": _toolchain_versions(),
     }
-    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+    return _digest(json.dumps(material, sort_keys=True).encode())
+
+
+def cubin_key(ptx: str, kernel: str, config: ReplayConfig, arch: str, assembler: str) -> str:
+    """The key of the cubin of `ptx`: what ptxas reads. Configurations whose
+    LLVM settings differ but give the same PTX share it."""
+    material = {"stage": "cubin", "ptx": _digest(ptx.encode()), "kernel": kernel, "arch": arch,
+                "ptxas": ptxas_flags(config), "versions": _toolchain_versions(),
+                "assembler": assembler}
+    return _digest(json.dumps(material, sort_keys=True).encode())
 
 
 def default_assembler(wanted: str | None = None) -> Assembler:
@@ -103,27 +124,35 @@ def compile_kernel(bitcode: bytes, ir_hash: str, launch: KernelLaunch, config: R
                    arch: str, codegen: Codegen, cache_dir: Path | None = None,
                    assembler: Assembler | None = None) -> CompiledKernel:
     """Compiles (or finds in the cache) the kernel as config says, for arch,
-    from the IR of a build with the code-generation options `codegen`."""
+    from the IR of a build with the code-generation options `codegen`: its
+    PTX, then its cubin, each through the cache on its own."""
     assembler = assembler or default_assembler()
+    root = Path(cache_dir) if cache_dir else default_cache_dir()
+    llvm_config = dataclasses.replace(config, **PTXAS_ONLY)
 
-    def build() -> CompiledKernel:
-        jit = compile_ptx(bitcode, launch, config, arch, codegen)
-        cubin = compile_cubin(jit.ptx, launch.name, config, arch, assembler.path)
-        return CompiledKernel(cubin.data, jit.ptx, cubin.resources,
-                              {**jit.seconds, "ptxas": cubin.seconds}, ir_text=jit.ir,
-                              assembler=assembler.name)
+    def lower() -> CompiledKernel:
+        jit = compile_ptx(bitcode, launch, llvm_config, arch, codegen)
+        return CompiledKernel(b"", jit.ptx, _NO_RESOURCES, jit.seconds, ir_text=jit.ir)
 
-    key = cache_key(ir_hash, launch, config, arch, codegen, assembler.name)
-    return _through_cache(cache_dir, key, assembler, build)
+    def assemble() -> CompiledKernel:
+        cubin = compile_cubin(lowered.ptx, launch.name, config, arch, assembler.path)
+        return CompiledKernel(cubin.data, "", cubin.resources, {"ptxas": cubin.seconds},
+                              ir_text="")
+
+    lowered = _through_cache(root, ptx_key(ir_hash, launch, config, arch, codegen), lower)
+    assembled = _through_cache(root, cubin_key(lowered.ptx, launch.name, config, arch,
+                                               assembler.name), assemble)
+    return CompiledKernel(assembled.cubin, lowered.ptx, assembled.resources,
+                          {**lowered.seconds, **assembled.seconds},
+                          lowered.cache_hit and assembled.cache_hit, lowered.ir_text,
+                          lowered.ir_file, assembler.name)
 
 
-def _through_cache(cache_dir: Path | None, key: str, assembler: Assembler,
-                   build) -> CompiledKernel:
+def _through_cache(root: Path, key: str, build) -> CompiledKernel:
     """The cache's entry for key, or build()'s result, stored there."""
-    entry = (Path(cache_dir) if cache_dir else default_cache_dir()) / key[:2] / key
+    entry = root / key[:2] / key
     cached = _load(entry)
     if cached is not None:
-        cached.assembler = assembler.name
         return cached
     compiled = build()
     _store(entry, compiled)
@@ -189,7 +218,9 @@ def compile_instance_ptx(inst: Instance, kernel, config: ReplayConfig, arch: str
         return CompiledKernel(cubin.data, ptx, cubin.resources, {"ptxas": cubin.seconds},
                               ir_text="", assembler=assembler.name)
 
-    return _through_cache(cache_dir, key, assembler, build)
+    compiled = _through_cache(Path(cache_dir) if cache_dir else default_cache_dir(), key, build)
+    compiled.assembler = assembler.name
+    return compiled
 
 
 def _digest(data: bytes) -> str:

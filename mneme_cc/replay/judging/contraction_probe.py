@@ -8,17 +8,16 @@ round differently, with no error anywhere (the rules in
 mneme_cc.replay.compiling.numerics cannot tell in advance). When a
 configuration that keeps the build's numerics by those rules fails, the
 replayer runs it once more with contraction off and compares that bit for
-bit with the build's IR at the recorded settings, also with contraction
-off. Equal: the configuration computes what the build computes and only
-fuses differently, a numerics change (`REASON`). Different: something else
+bit, on the device, with the build's IR at the recorded settings, also
+with contraction off (its outputs kept on the device for the session).
+Equal: the configuration computes what the build computes and only fuses
+differently, a numerics change (`REASON`). Different: something else
 changed the result, a miscompile to bisect.
 """
 
 from __future__ import annotations
 
 import dataclasses
-
-import numpy as np
 
 from mneme_cc.replay.compiling.numerics import Codegen, changes
 from mneme_cc.replay.config import ReplayConfig
@@ -45,9 +44,3 @@ def reference(codegen: Codegen) -> ReplayConfig:
     """The build's IR at the recorded settings, nothing fused."""
     return without_contraction(codegen.baseline_config())
 
-
-def same_outputs(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
-    """Bit for bit, every buffer (NaN payloads and signed zeros included)."""
-    return a.keys() == b.keys() and all(
-        a[k].size == b[k].size and np.array_equal(a[k].view(np.uint8), b[k].view(np.uint8))
-        for k in a)

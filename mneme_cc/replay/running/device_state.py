@@ -85,19 +85,22 @@ class DeviceState:
         prologue = self.instance.prologue.region(region.address, region.kind)
         dev.copy_to_device(region.address, prologue.read())
 
-    def output_regions(self, globals_: dict[str, int]) -> list[SavedRegion]:
-        """The device state the recorded epilogue covers, read back now."""
+    def output_addresses(self, globals_: dict[str, int]) -> list[tuple]:
+        """(region, where it is now) for each region the recorded epilogue
+        covers: an allocation at its address, a global in the loaded module."""
         out = []
         for region in self.instance.epilogue.regions:
             if region.kind == ALLOCATION:
-                address = region.address
+                out.append((region, region.address))
             elif region.kind == GLOBAL and region.name in globals_:
-                address = globals_[region.name]
-            else:
-                continue
-            out.append(SavedRegion(region.kind, region.name, region.address,
-                                   dev.copy_from_device(address, region.size)))
+                out.append((region, globals_[region.name]))
         return out
+
+    def output_regions(self, globals_: dict[str, int]) -> list[SavedRegion]:
+        """The device state the recorded epilogue covers, read back now."""
+        return [SavedRegion(region.kind, region.name, region.address,
+                            dev.copy_from_device(address, region.size))
+                for region, address in self.output_addresses(globals_)]
 
     def close(self) -> None:
         self.written.close()

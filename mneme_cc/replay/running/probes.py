@@ -16,6 +16,8 @@ from mneme_cc.replay.compiling.numerics import codegen_of
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.judging import contraction_probe as probe
 from mneme_cc.replay.judging import nondeterminism as nd
+from mneme_cc.replay.judging.gpu_compare import GpuComparer
+from mneme_cc.replay.running.device_state import DeviceCopies
 
 
 def buffer_name(region) -> str:
@@ -38,12 +40,11 @@ class Probes:
 
     # -- nondeterminism ----------------------------------------------------------
 
-    def _outputs(self, config: ReplayConfig, runs: int = 1) -> list[dict[str, np.ndarray]]:
-        """Runs config `runs` times, each from the prologue at its geometry,
-        and reads back what the epilogue covers after each run."""
+    def _run(self, config: ReplayConfig, runs: int, after_each) -> None:
+        """Runs config `runs` times, each from the prologue at its geometry, and
+        calls after_each(globals_) after each run, with its module loaded."""
         inst = self.instance
         module, function, globals_, _ = self._load(config)
-        out: list[dict[str, np.ndarray]] = []
         smem = inst.shared_mem_bytes if config.shared_mem_bytes is None else config.shared_mem_bytes
         try:
             self._allow_shared_memory(function, smem)
@@ -53,10 +54,16 @@ class Probes:
                 self.state.restore(globals_)
                 self._launch(function, config.grid or inst.grid, config.block or inst.block, smem)
                 self.device.synchronize("running a probe")
-                out.append({buffer_name(r): r.data for r in self.state.output_regions(globals_)})
+                after_each(globals_)
                 self._put_back_unwritten()
         finally:
             module.unload()
+
+    def _outputs(self, config: ReplayConfig, runs: int = 1) -> list[dict[str, np.ndarray]]:
+        """What the epilogue covers after each of `runs` runs of config, read back."""
+        out: list[dict[str, np.ndarray]] = []
+        self._run(config, runs, lambda globals_: out.append(
+            {buffer_name(r): r.data for r in self.state.output_regions(globals_)}))
         return out
 
     def _probe(self) -> nd.Nondeterminism:
@@ -108,10 +115,39 @@ class Probes:
             return declared
         try:
             if self._unfused_reference is None:
-                (self._unfused_reference,) = self._outputs(probe.reference(codegen))
-            (unfused,) = self._outputs(probe.without_contraction(config))
+                reference = DeviceCopies(self.device)
+                try:
+                    self._run(probe.reference(codegen), 1, lambda g: self._keep(reference, g))
+                except BaseException:
+                    reference.close()
+                    raise
+                self._unfused_reference = reference
+            same: list[bool] = []
+            self._run(probe.without_contraction(config), 1,
+                      lambda g: same.append(self._same_as(self._unfused_reference, g)))
         except (MnemeError, RuntimeError):  # RuntimeError: LLVM refused the compile
             return declared
-        if probe.same_outputs(unfused, self._unfused_reference):
+        if same[0]:
             return [probe.REASON]
         return []  # what only may have changed the fusion did not: it computes something else
+
+    def _keep(self, copies: DeviceCopies, globals_: dict[str, int]) -> None:
+        """Device copies of what the epilogue covers now, by buffer name."""
+        for region, address in self.state.output_addresses(globals_):
+            copy = self.device.alloc(max(region.size, 1), "allocating a probe's copy")
+            copies.add(buffer_name(region), copy, region.size)
+            if region.size:
+                self.device.copy_dtod(copy, address, region.size, "copying a probe's output")
+
+    def _same_as(self, copies: DeviceCopies, globals_: dict[str, int]) -> bool:
+        """Whether what the epilogue covers now equals `copies` bit for bit
+        (NaN payloads and signed zeros included), compared on the device."""
+        kept = {name: copy for name, copy, _ in copies.entries}
+        regions = self.state.output_addresses(globals_)
+        if {buffer_name(r) for r, _ in regions} != kept.keys():
+            return False
+        if self._comparer is None:
+            self._comparer = GpuComparer(self.device)
+        return all(not region.size or
+                   self._comparer.differing(address, kept[buffer_name(region)], region.size)[0] == 0
+                   for region, address in regions)

@@ -22,8 +22,6 @@ import contextlib
 import time
 from pathlib import Path
 
-import numpy as np
-
 from mneme_cc.record.db import Instance
 from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.compiling.compiler import compile_instance
@@ -36,7 +34,7 @@ from mneme_cc.replay.output import check_new
 from mneme_cc.replay.output import save_output as save_output_dir
 from mneme_cc.replay.result import ReplayResult
 from mneme_cc.replay.running import device as dev
-from mneme_cc.replay.running.device_state import DeviceState
+from mneme_cc.replay.running.device_state import DeviceCopies, DeviceState
 from mneme_cc.replay.running.probes import Probes, buffer_name
 from mneme_cc.replay.running.timer import LaunchTimer
 
@@ -68,7 +66,7 @@ class Replayer(Probes):
         self._comparer: GpuComparer | None = None
         self._types: dict[str, str] | None = None
         self._artifacts_checked: set[str] = set()
-        self._unfused_reference: dict[str, np.ndarray] | None = None  # contraction probe's
+        self._unfused_reference: DeviceCopies | None = None  # the contraction probe's, on the device
 
     # -- the session ---------------------------------------------------------
 
@@ -96,6 +94,9 @@ class Replayer(Probes):
         if self._comparer:
             self._comparer.close()
             self._comparer = None
+        if self._unfused_reference:
+            self._unfused_reference.close()
+            self._unfused_reference = None
         self.timer.close()
         self.state.close()
         self.state = None
@@ -251,11 +252,13 @@ class Replayer(Probes):
 
     def replay(self, config: ReplayConfig | None = None,
                save_output: str | Path | None = None,
-               stop_above_ms: float | None = None) -> ReplayResult:
+               stop_above_ms: float | None = None, time_failures: bool = True) -> ReplayResult:
         """Compiles (or loads) as config says, runs once and verifies against
         the recorded epilogue, then times. `save_output`: a new directory for
         the device state after that first launch (mneme_cc.replay.output).
         `stop_above_ms`: a time to beat, which races the timing (LaunchTimer).
+        `time_failures=False`: a configuration that fails verification is not
+        timed (a study has no use for the time of a wrong result).
 
         Raises what preflight() raises, DeviceError when the GPU refuses or the
         kernel faults, and what compiling raises."""
@@ -294,7 +297,7 @@ class Replayer(Probes):
             mismatches, tolerated = self._verify(globals_, config)
             if mismatches and self._probed():
                 # Verified again, under the spread now; this attempt's time counts too.
-                again = self.replay(config, save_output, stop_above_ms)
+                again = self.replay(config, save_output, stop_above_ms, time_failures)
                 if compiled:
                     again.compile_seconds, again.cache_hit = compiled.seconds, compiled.cache_hit
                 for phase, seconds in spent.items():
@@ -306,9 +309,9 @@ class Replayer(Probes):
                 save_output_dir(Path(save_output), inst, saved, {
                     "config": config.to_dict(), "outcome": outcome})
             lap("verify")
-            samples = self.timer.time(config, lambda: self.state.restore(globals_),
-                                      lambda: self._launch(function, grid, block, smem),
-                                      stop_above_ms)
+            samples = [] if mismatches and not time_failures else self.timer.time(
+                config, lambda: self.state.restore(globals_),
+                lambda: self._launch(function, grid, block, smem), stop_above_ms)
             lap("time")
             numerics = self._numerics_found(config, bool(mismatches))
             if mismatches:
