@@ -85,11 +85,18 @@ def infeasible(config: ReplayConfig, recorded_block: tuple[int, int, int],
 
 class FaultingGeometries:
     """Launch geometries other than the recorded one whose kernel faulted on
-    the device (an illegal address and the like) in this study."""
+    the device (an illegal address and the like) in this study, and the
+    larger blocks. A kernel that faults with a larger block than the
+    recorded one mostly sizes something by the recorded block (a shared
+    tile, a per-block array): larger blocks fault too, and each fault costs
+    a GPU worker's restart. So after a fault at T threads above the
+    recorded size, blocks of T or more are not run."""
 
     def __init__(self, grid: tuple[int, int, int], block: tuple[int, int, int]):
         self.recorded = (tuple(grid), tuple(block))
+        self.threads = math.prod(block)
         self.faulted: dict[tuple, str] = {}  # (grid, block) -> the error
+        self.above: tuple[int, str] | None = None  # the fewest threads that faulted above
 
     def _geometry(self, config: ReplayConfig) -> tuple:
         return (tuple(config.grid or self.recorded[0]), tuple(config.block or self.recorded[1]))
@@ -98,10 +105,19 @@ class FaultingGeometries:
         geometry = self._geometry(config)
         # A worker that died or a host-side failure says nothing about the geometry.
         if outcome == oc.RUNTIME_ERROR and geometry != self.recorded and "CUDA_ERROR_" in error:
-            self.faulted.setdefault(geometry, error.splitlines()[0][:120])
+            said = error.splitlines()[0][:120]
+            self.faulted.setdefault(geometry, said)
+            threads = math.prod(geometry[1])
+            if threads > self.threads and (self.above is None or threads < self.above[0]):
+                self.above = (threads, said)
 
     def reason(self, config: ReplayConfig) -> str | None:
         geometry = self._geometry(config)
         error = self.faulted.get(geometry)
-        return None if error is None else (f"grid {geometry[0]}, block {geometry[1]} "
-                                           f"faulted earlier in this study ({error})")
+        if error is not None:
+            return f"grid {geometry[0]}, block {geometry[1]} faulted earlier in this study ({error})"
+        threads = math.prod(geometry[1])
+        if self.above and threads >= self.above[0]:
+            return (f"a block of {self.above[0]} threads faulted earlier in this study "
+                    f"({self.above[1]}); larger blocks are not run")
+        return None

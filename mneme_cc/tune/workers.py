@@ -105,7 +105,9 @@ def _gpu_main(conn, db_path: str, name: str, cache_dir: str | None, ordinal: int
     from mneme_cc.replay.running.replayer import Replayer
 
     try:
-        replayer = Replayer(_instance(db_path, name), device=ordinal, cache_dir=cache_dir)
+        # A study has no use for the time of a wrong result, nor for its measures.
+        replayer = Replayer(_instance(db_path, name), device=ordinal, cache_dir=cache_dir,
+                            brief_failures=True)
         replayer.open()
     except MnemeError as exc:
         conn.send({"fatal": str(exc)})
@@ -115,9 +117,7 @@ def _gpu_main(conn, db_path: str, name: str, cache_dir: str | None, ordinal: int
         config_json, stop_above_ms = message
         config = ReplayConfig.from_json(config_json)
         try:
-            # A study has no use for the time of a configuration that fails.
-            conn.send(_replay_to_dict(replayer.replay(config, stop_above_ms=stop_above_ms,
-                                                      time_failures=False)))
+            conn.send(_replay_to_dict(replayer.replay(config, stop_above_ms=stop_above_ms)))
         except DeviceError as exc:
             kind = oc.classify_device_error(exc.code)
             conn.send({"outcome": kind, "error": str(exc)})

@@ -224,11 +224,15 @@ def test_a_failure_that_only_fuses_other_products_is_a_numerics_change(example_b
         assert not planted.verified and planted.numerics == []
         assert "a miscompile" in planted.failure
         assert replayer.replay(ReplayConfig(baseline="ir", **quick)).verified
-        # What a study asks: a failure is not timed, and still explained.
-        untimed = replayer.replay(build.baseline_config(specialize_args=(5,), **quick),
-                                  time_failures=False)
-        assert untimed.samples_ms == [] and untimed.numerics == [probe.REASON]
-        assert replayer.replay(build.baseline_config(**quick), time_failures=False).samples_ms
+        full = specialised.mismatches[0]
+        # What a study asks: a failure is neither timed nor measured, still explained.
+        replayer.brief_failures = True
+        brief = replayer.replay(build.baseline_config(specialize_args=(5,), **quick))
+        assert brief.samples_ms == [] and brief.numerics == [probe.REASON]
+        (mismatch,) = brief.mismatches
+        assert (mismatch.count, mismatch.first_indices) == (full.count, full.first_indices)
+        assert full.stats["max_ulp"] is not None and mismatch.stats["max_ulp"] is None
+        assert replayer.replay(build.baseline_config(**quick)).samples_ms
 
 
 def test_a_compile_process_asked_compiles_what_the_probe_would_run(example_binaries, tmp_path):

@@ -89,6 +89,18 @@ def test_a_geometry_that_faulted_is_not_run_again():
     seen.note(ReplayConfig(block=(512, 1, 1)), oc.RUNTIME_ERROR, fault)
     reason = seen.reason(ReplayConfig(grid=(16, 1, 1), block=(512, 1, 1), pipeline="default<O1>"))
     assert "faulted earlier" in reason and "ILLEGAL_ADDRESS" in reason and "\n" not in reason
+    # Past a fault, away from the recorded block: not run; towards it: run.
+    assert "larger blocks are not run" in seen.reason(ReplayConfig(block=(1024, 1, 1)))
+    assert seen.reason(ReplayConfig(grid=(8, 1, 1), block=(512, 1, 1)))
+    for threads in (288, 480):
+        assert seen.reason(ReplayConfig(block=(threads, 1, 1))) is None
+    seen.note(ReplayConfig(block=(384, 1, 1)), oc.RUNTIME_ERROR, fault)
+    assert seen.reason(ReplayConfig(block=(480, 1, 1))) and \
+        seen.reason(ReplayConfig(block=(288, 1, 1))) is None
+    # Below the recorded block, a fault rules out its own geometry only.
+    seen.note(ReplayConfig(block=(96, 1, 1)), oc.RUNTIME_ERROR, fault)
+    assert seen.reason(ReplayConfig(block=(96, 1, 1)))
+    assert seen.reason(ReplayConfig(block=(64, 1, 1))) is None
 
 
 def test_every_process_on_a_study_times_as_its_first_did():

@@ -49,17 +49,20 @@ class Replayer(Probes):
     """A session over one instance. `probe_nondeterminism`: on a failed
     verification, run the application's kernel again to tell nondeterministic
     buffers from wrong ones (once per instance; the finding is stored).
+    `brief_failures`: a configuration that fails verification is not timed,
+    and its mismatches are counted, not measured (what a study keeps).
 
     `open()` takes the GPU, `close()` gives everything back; `with` does both.
     """
 
     def __init__(self, instance: Instance, device: int = 0, cache_dir=None,
-                 probe_nondeterminism: bool = True):
+                 probe_nondeterminism: bool = True, brief_failures: bool = False):
         self.instance = instance
         self.kernel = instance.db.kernel(instance.static_hash)
         self.ordinal = device
         self.cache_dir = cache_dir
         self.probe_nondeterminism = probe_nondeterminism
+        self.brief_failures = brief_failures
         self.nondeterminism = nd.load(instance)
         self.params = dev.KernelParams(instance.args, instance.params)
         self.state: DeviceState | None = None
@@ -225,7 +228,8 @@ class Replayer(Probes):
             name = buffer_name(region)
             got = dev.copy_from_device(region.address, region.size)
             out.append(compare(name, region.address, got, expected.host(region),
-                               policies.get(name), self._element_types().get(name)))
+                               policies.get(name), self._element_types().get(name),
+                               self.brief_failures))
             if out[-1] is None and name in derived:
                 tolerated.append(name)
             if region.address not in written:  # the recording never wrote it: put it back
@@ -235,7 +239,7 @@ class Replayer(Probes):
                 got = dev.copy_from_device(globals_[region.name], region.size)
                 recorded = expected.host(region)
                 out.append(compare(region.name, globals_[region.name], got, recorded,
-                                   policies.get(region.name)))
+                                   policies.get(region.name), brief=self.brief_failures))
                 if out[-1] is None and region.name in derived and (got != recorded).any():
                     tolerated.append(region.name)
         return [m for m in out if m is not None], tolerated
@@ -252,13 +256,11 @@ class Replayer(Probes):
 
     def replay(self, config: ReplayConfig | None = None,
                save_output: str | Path | None = None,
-               stop_above_ms: float | None = None, time_failures: bool = True) -> ReplayResult:
+               stop_above_ms: float | None = None) -> ReplayResult:
         """Compiles (or loads) as config says, runs once and verifies against
         the recorded epilogue, then times. `save_output`: a new directory for
         the device state after that first launch (mneme_cc.replay.output).
         `stop_above_ms`: a time to beat, which races the timing (LaunchTimer).
-        `time_failures=False`: a configuration that fails verification is not
-        timed (a study has no use for the time of a wrong result).
 
         Raises what preflight() raises, DeviceError when the GPU refuses or the
         kernel faults, and what compiling raises."""
@@ -297,7 +299,7 @@ class Replayer(Probes):
             mismatches, tolerated = self._verify(globals_, config)
             if mismatches and self._probed():
                 # Verified again, under the spread now; this attempt's time counts too.
-                again = self.replay(config, save_output, stop_above_ms, time_failures)
+                again = self.replay(config, save_output, stop_above_ms)
                 if compiled:
                     again.compile_seconds, again.cache_hit = compiled.seconds, compiled.cache_hit
                 for phase, seconds in spent.items():
@@ -309,7 +311,7 @@ class Replayer(Probes):
                 save_output_dir(Path(save_output), inst, saved, {
                     "config": config.to_dict(), "outcome": outcome})
             lap("verify")
-            samples = [] if mismatches and not time_failures else self.timer.time(
+            samples = [] if mismatches and self.brief_failures else self.timer.time(
                 config, lambda: self.state.restore(globals_),
                 lambda: self._launch(function, grid, block, smem), stop_above_ms)
             lap("time")
