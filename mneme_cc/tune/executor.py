@@ -214,7 +214,8 @@ class ReplayExecutor:
                              **stages, **reply)
         if result.outcome == oc.FAILED_VERIFICATION and result.mismatches:
             first = result.mismatches[0]
-            result.error = f"{first['buffer']}: {first['count']} element(s) differ"
+            unit = "element" if (first.get("stats") or {}).get("dtype") else "byte"
+            result.error = f"{first['buffer']}: {first['count']} {unit}(s) differ"
         self._settle(future, result)
 
     def cancel(self) -> None:

@@ -112,9 +112,8 @@ def _histogram(magnitudes: np.ndarray) -> list[dict[str, Any]]:
 
 def diff_buffer(name: str, address: int, a: np.ndarray, b: np.ndarray,
                 dtype: str | np.dtype | None = None, first: int = 8,
-                histogram: bool = False, brief: bool = False) -> BufferDiff:
-    """Statistics of b against a (uint8 arrays of one size); `brief`: the
-    counts and the first differing elements, not the sizes of the differences."""
+                histogram: bool = False) -> BufferDiff:
+    """Statistics of b against a (uint8 arrays of one size)."""
     if a.size != b.size:
         raise UsageError(f"{name}: {a.size} bytes on one side, {b.size} on the other")
     byte_differs = a != b
@@ -135,7 +134,7 @@ def diff_buffer(name: str, address: int, a: np.ndarray, b: np.ndarray,
     out.differing = int(np.count_nonzero(differ))
     out.first = [{"index": int(i), "a": _value(va[i]), "b": _value(vb[i])}
                  for i in np.flatnonzero(differ)[:first]]
-    if not out.differing or brief:
+    if not out.differing:
         return out
     ia, ib = va[differ], vb[differ]
     if np.issubdtype(dt, np.floating):

@@ -77,14 +77,12 @@ class Mismatch:
 
 
 def compare(name: str, address: int, got: np.ndarray, want: np.ndarray,
-            policy: Policy | None = None, element_type: str | None = None,
-            brief: bool = False) -> Mismatch | None:
+            policy: Policy | None = None, element_type: str | None = None) -> Mismatch | None:
     """None when got matches want under policy (bitwise without one). The
     statistics are `mneme diff`'s, with the recording as side A, per element
-    of the policy's dtype, else of `element_type` (which changes no verdict);
-    `brief`: only their counts and first elements."""
+    of the policy's dtype, else of `element_type` (which changes no verdict)."""
     dtype = policy.dtype if policy is not None else None
-    stats = diff_buffer(name, address, want, got, dtype or element_type, brief=brief)
+    stats = diff_buffer(name, address, want, got, dtype or element_type)
     if stats.same:
         return None
     if dtype is None:

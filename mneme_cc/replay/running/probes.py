@@ -34,8 +34,8 @@ class Probes:
         probe's runs differ from the recording by design, and judging them
         would build statistics nobody reads)."""
         written = self.state.written_addresses
-        for region in self._differing(r for r in self.instance.epilogue.allocations
-                                      if r.address not in written):
+        for region, _, _ in self._differing(r for r in self.instance.epilogue.allocations
+                                            if r.address not in written):
             self.state.put_back(region)
 
     # -- nondeterminism ----------------------------------------------------------

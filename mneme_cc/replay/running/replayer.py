@@ -50,7 +50,9 @@ class Replayer(Probes):
     verification, run the application's kernel again to tell nondeterministic
     buffers from wrong ones (once per instance; the finding is stored).
     `brief_failures`: a configuration that fails verification is not timed,
-    and its mismatches are counted, not measured (what a study keeps).
+    and a buffer verified bit for bit that differs is told by its differing
+    bytes and the first one's offset, counted on the device, not measured
+    on the host (what a study keeps; `mneme diff` measures).
 
     `open()` takes the GPU, `close()` gives everything back; `with` does both.
     """
@@ -203,16 +205,17 @@ class Replayer(Probes):
         return {**derived, **given}, set(derived)
 
     def _differing(self, allocations):
-        """Those of the recorded epilogue's `allocations` whose device contents
-        differ from it now (compared on the device)."""
+        """(region, differing bytes, the first's offset) for those of the
+        recorded epilogue's `allocations` whose device contents differ from
+        it now (compared on the device)."""
         if self._comparer is None:
             self._comparer = GpuComparer(self.device)
         expected = self.state.expected
         for region in allocations:
-            count, _ = self._comparer.differing(region.address, expected.on_device(region),
-                                                region.size)
+            count, first = self._comparer.differing(region.address, expected.on_device(region),
+                                                    region.size)
             if count:
-                yield region
+                yield region, count, first
 
     def _verify(self, globals_: dict[str, int],
                 config: ReplayConfig) -> tuple[list[Mismatch], list[str]]:
@@ -224,12 +227,16 @@ class Replayer(Probes):
         policies, derived = self._policies(config)
         out, tolerated = [], []
         written = state.written_addresses
-        for region in self._differing(epilogue.allocations):
+        for region, count, first in self._differing(epilogue.allocations):
             name = buffer_name(region)
-            got = dev.copy_from_device(region.address, region.size)
-            out.append(compare(name, region.address, got, expected.host(region),
-                               policies.get(name), self._element_types().get(name),
-                               self.brief_failures))
+            if self.brief_failures and name not in policies:
+                # Bitwise: the device's count is the verdict; nothing comes to the host.
+                out.append(Mismatch(name, region.address, count, [first],
+                                    stats={"bytes_differing": count, "size": region.size}))
+            else:
+                got = dev.copy_from_device(region.address, region.size)
+                out.append(compare(name, region.address, got, expected.host(region),
+                                   policies.get(name), self._element_types().get(name)))
             if out[-1] is None and name in derived:
                 tolerated.append(name)
             if region.address not in written:  # the recording never wrote it: put it back
@@ -239,7 +246,7 @@ class Replayer(Probes):
                 got = dev.copy_from_device(globals_[region.name], region.size)
                 recorded = expected.host(region)
                 out.append(compare(region.name, globals_[region.name], got, recorded,
-                                   policies.get(region.name), brief=self.brief_failures))
+                                   policies.get(region.name)))
                 if out[-1] is None and region.name in derived and (got != recorded).any():
                     tolerated.append(region.name)
         return [m for m in out if m is not None], tolerated
