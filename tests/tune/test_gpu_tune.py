@@ -125,12 +125,15 @@ def test_two_tune_processes_share_one_study_on_an_rdb(example_binaries, tmp_path
     db = record(example_binaries / "vector_add", tmp_path / "db")
     storage = f"sqlite:///{tmp_path / 'shared.db'}"
     cmd = ["mneme", "tune", "-rdb", str(db), "--space", "standard", "--sampler", "random",
-           "--trials", "40", "--storage", storage, "--study", "shared", "--resume",
-           "--iterations", "5", "--workers", "4", "--json"]
+           "--trials", "120", "--storage", storage, "--study", "shared", "--resume",
+           "--iterations", "2000", "--workers", "4", "--json"]
     env = tool_env(MNEME_CACHE_DIR=str(tmp_path / "cache"))
     processes = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True)]
-    time.sleep(1.0)  # the second joins the study the first created
+    # The second joins the study the first created. Its trials take the GPU
+    # a few seconds (2000 timed launches each), so that the first cannot
+    # finish the study alone while the second starts.
+    time.sleep(1.0)
     processes.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
     summaries = []
@@ -139,7 +142,7 @@ def test_two_tune_processes_share_one_study_on_an_rdb(example_binaries, tmp_path
         assert p.returncode == 0, err
         summaries.append(json.loads(out))
     assert all(s["trials"] for s in summaries), summaries
-    assert_one_study(storage, "shared", 40, 2, [db / "tune" / "shared" / "trials.jsonl"])
+    assert_one_study(storage, "shared", 120, 2, [db / "tune" / "shared" / "trials.jsonl"])
     # Both report the study's best, whichever process found it.
     assert summaries[0]["best_median_ms"] == summaries[1]["best_median_ms"]
 
