@@ -77,8 +77,11 @@ class ReplayExecutor:
         # The time a trial must beat to be timed in full (the tuner sets it).
         self.race_above_ms: float | None = None
         # Set once the contraction probe has explained a failure: from then on,
-        # while trials wait for a GPU, compiles include what a probe would run.
+        # while trials wait for a GPU, a compile process that has compiled a
+        # trial also compiles what its probe would run (mneme_cc.tune.workers).
         self._probe_explains = False
+        self._probe_seconds = 0.0
+        self._probe_lock = threading.Lock()
         self._cancelled = threading.Event()
         # What each thread is working on: cancel() ends it without waiting.
         self._current: dict[int, tuple[ReplayConfig, float, Future]] = {}
@@ -155,9 +158,7 @@ class ReplayExecutor:
             self._settle(future, self._cancelled_result(config, started))
             return
         self._current[threading.get_ident()] = (config, started, future)
-        # Compiled ahead only while the GPU is behind: never at the trials' cost.
-        unfused = self._probe_explains and self._gpu_queue.qsize() >= len(self.workers)
-        kind, reply = worker.ask((config.to_json(), self.arch, unfused), self.compile_timeout)
+        kind, reply = worker.ask((config.to_json(), self.arch, False), self.compile_timeout)
         self._current.pop(threading.get_ident(), None)
         spent = {"compile_seconds": {"failed": time.perf_counter() - started}}
         if self._cancelled.is_set():
@@ -174,6 +175,23 @@ class ReplayExecutor:
                                               seconds=time.perf_counter() - started))
         else:
             self._gpu_queue.put((config, reply[1], started, time.perf_counter(), future))
+            # With the trial queued, and only while the GPU is behind.
+            if self._probe_explains and self._gpu_queue.qsize() >= len(self.workers):
+                self._compile_probe_variants(worker, config)
+
+    def _compile_probe_variants(self, worker: Worker, config: ReplayConfig) -> None:
+        """Compiles ahead what config's contraction probe would run; whatever
+        happens is no trial's outcome (the probe compiles what is missing)."""
+        begun = time.perf_counter()
+        worker.ask((config.to_json(), self.arch, True), self.compile_timeout)
+        with self._probe_lock:
+            self._probe_seconds += time.perf_counter() - begun
+
+    @property
+    def probe_compile_seconds(self) -> float:
+        """Compile processes' seconds spent compiling ahead for probes."""
+        with self._probe_lock:
+            return self._probe_seconds
 
     def _serve(self, worker: GpuWorker) -> None:
         while (item := self._gpu_queue.get()) is not None:
@@ -214,7 +232,8 @@ class ReplayExecutor:
                              **stages, **reply)
         if result.outcome == oc.FAILED_VERIFICATION and result.mismatches:
             first = result.mismatches[0]
-            unit = "element" if (first.get("stats") or {}).get("dtype") else "byte"
+            stats = first.get("stats") or {}
+            unit = "element" if stats.get("dtype") and stats.get("unit") != "byte" else "byte"
             result.error = f"{first['buffer']}: {first['count']} {unit}(s) differ"
         self._settle(future, result)
 

@@ -15,6 +15,7 @@ launch geometry that faulted once is ruled out for the rest of the study.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
@@ -86,17 +87,19 @@ def infeasible(config: ReplayConfig, recorded_block: tuple[int, int, int],
 class FaultingGeometries:
     """Launch geometries other than the recorded one whose kernel faulted on
     the device (an illegal address and the like) in this study, and the
-    larger blocks. A kernel that faults with a larger block than the
-    recorded one mostly sizes something by the recorded block (a shared
-    tile, a per-block array): larger blocks fault too, and each fault costs
-    a GPU worker's restart. So after a fault at T threads above the
-    recorded size, blocks of T or more are not run."""
+    larger blocks. A kernel that faults with larger blocks than the recorded
+    one mostly sizes something by the recorded block (a shared tile, a
+    per-block array): larger blocks fault too, and each fault costs a GPU
+    worker's restart. Once configurations of two different compile settings
+    have faulted with blocks above the recorded size (so that the block, not
+    one compile, is the likely cause), blocks of the smallest such size or
+    more are not run."""
 
     def __init__(self, grid: tuple[int, int, int], block: tuple[int, int, int]):
         self.recorded = (tuple(grid), tuple(block))
         self.threads = math.prod(block)
         self.faulted: dict[tuple, str] = {}  # (grid, block) -> the error
-        self.above: tuple[int, str] | None = None  # the fewest threads that faulted above
+        self.above: dict[str, tuple[int, str]] = {}  # compile settings -> fewest threads, error
 
     def _geometry(self, config: ReplayConfig) -> tuple:
         return (tuple(config.grid or self.recorded[0]), tuple(config.block or self.recorded[1]))
@@ -108,16 +111,18 @@ class FaultingGeometries:
             said = error.splitlines()[0][:120]
             self.faulted.setdefault(geometry, said)
             threads = math.prod(geometry[1])
-            if threads > self.threads and (self.above is None or threads < self.above[0]):
-                self.above = (threads, said)
+            compiled = json.dumps(config.compile_fields(), sort_keys=True, default=str)
+            if threads > self.threads and threads < self.above.get(compiled, (math.inf,))[0]:
+                self.above[compiled] = (threads, said)
 
     def reason(self, config: ReplayConfig) -> str | None:
         geometry = self._geometry(config)
         error = self.faulted.get(geometry)
         if error is not None:
             return f"grid {geometry[0]}, block {geometry[1]} faulted earlier in this study ({error})"
-        threads = math.prod(geometry[1])
-        if self.above and threads >= self.above[0]:
-            return (f"a block of {self.above[0]} threads faulted earlier in this study "
-                    f"({self.above[1]}); larger blocks are not run")
+        if len(self.above) >= 2:
+            threads, said = min(self.above.values())
+            if math.prod(geometry[1]) >= threads:
+                return (f"blocks of {threads} threads or more faulted earlier in this study "
+                        f"({said}); larger blocks are not run")
         return None

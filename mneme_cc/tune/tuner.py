@@ -226,6 +226,8 @@ class Tuner:
                 try:
                     self._close_unfinished(ex, in_flight)
                     self.restarts = ex.restarts
+                    if ex.probe_compile_seconds:  # compiled ahead, no trial's own
+                        self.time_spent["compile.probe"] = ex.probe_compile_seconds
                 finally:
                     if self.askers:
                         self.askers.close()

@@ -46,8 +46,9 @@ def _messages(conn) -> Iterator[Any]:
 def _compile_main(conn, db_path: str, name: str, cache_dir: str | None) -> None:
     """A compile process: imports LLVM and reads the instance once, then
     compiles into the disk cache what arrives; answers (error or "", seconds).
-    Asked to (`unfused`), it also compiles what the contraction probe would
-    run for the configuration, so that a failure's probe finds it compiled."""
+    Asked for `probe_variants`, it compiles instead what the contraction
+    probe would run if the configuration failed (nothing where the probe
+    does not apply), so that such a failure's probe finds it compiled."""
     from mneme_cc.replay.compiling.compiler import compile_instance
     from mneme_cc.replay.compiling.llvm import llvm_binding
     from mneme_cc.replay.compiling.numerics import codegen_of
@@ -60,28 +61,25 @@ def _compile_main(conn, db_path: str, name: str, cache_dir: str | None) -> None:
         return
     conn.send({"ready": True})
     for message in _messages(conn):
-        config_json, arch, unfused = message
+        config_json, arch, probe_variants = message
         config = ReplayConfig.from_json(config_json)
         if config.baseline == "original":
             conn.send(("", {}))
             continue
         try:
-            compiled = compile_instance(inst, config, arch, cache_dir)
+            if not probe_variants:
+                compiled = compile_instance(inst, config, arch, cache_dir)
+                conn.send(("", compiled.seconds))
+                continue
+            kernel = inst.db.kernel(inst.static_hash)
+            codegen = codegen_of(kernel) if kernel.has_ir else None
+            variants = (probe.reference(codegen), probe.without_contraction(config)) \
+                if codegen and probe.applies(config, codegen) else ()
+            seconds = sum(sum(compile_instance(inst, variant, arch, cache_dir).seconds.values())
+                          for variant in variants)
+            conn.send(("", {"probe": seconds} if variants else {}))
         except Exception as exc:  # noqa: BLE001 - LLVM, ptxas, a full cache disk: one line
             conn.send((str(exc).splitlines()[0] if str(exc) else type(exc).__name__, {}))
-            continue
-        seconds = dict(compiled.seconds)
-        if unfused:
-            try:
-                codegen = codegen_of(inst.db.kernel(inst.static_hash))
-                variants = (probe.reference(codegen), probe.without_contraction(config)) \
-                    if probe.applies(config, codegen) else ()
-                for variant in variants:
-                    seconds["probe"] = seconds.get("probe", 0.0) + sum(
-                        compile_instance(inst, variant, arch, cache_dir).seconds.values())
-            except Exception:  # noqa: BLE001 - the probe compiles it again and says why
-                pass
-        conn.send(("", seconds))
 
 
 def _replay_to_dict(result) -> dict[str, Any]:

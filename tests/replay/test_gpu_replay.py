@@ -231,7 +231,7 @@ def test_a_failure_that_only_fuses_other_products_is_a_numerics_change(example_b
         assert brief.samples_ms == [] and brief.numerics == [probe.REASON]
         (mismatch,) = brief.mismatches
         assert mismatch.buffer == full.buffer and full.stats["max_ulp"] is not None
-        assert mismatch.stats == {"bytes_differing": full.stats["bytes_differing"],
+        assert mismatch.stats == {"unit": "byte", "bytes_differing": full.stats["bytes_differing"],
                                   "size": full.stats["size"]}
         # The first differing byte lies in the first differing element.
         assert full.stats["dtype"] == "float32"
@@ -240,8 +240,9 @@ def test_a_failure_that_only_fuses_other_products_is_a_numerics_change(example_b
 
 
 def test_a_compile_process_asked_compiles_what_the_probe_would_run(example_binaries, tmp_path):
-    """Once the probe explains failures, a study's compiles include its two
-    compiles, so that the GPU worker's probe finds them in the cache."""
+    """Once the probe explains failures, a compile process that compiled a
+    trial may be asked for its probe's two compiles, so that the GPU
+    worker's probe finds them in the cache."""
     from mneme_cc.replay.compiling.compiler import compile_instance
     from mneme_cc.replay.compiling.numerics import codegen_of
     from mneme_cc.tune.workers import Worker
@@ -254,12 +255,16 @@ def test_a_compile_process_asked_compiles_what_the_probe_would_run(example_binar
     worker = Worker(str(db_path), inst.name, str(cache))
     try:
         kind, (error, seconds) = worker.ask((config.to_json(), "sm_90", False), 120)
-        assert kind == "reply" and not error and "probe" not in seconds
+        assert kind == "reply" and not error and "optimize" in seconds and "probe" not in seconds
         assert not compile_instance(inst, probe.without_contraction(config), "sm_90", cache).cache_hit
         other = build.baseline_config(specialize_args=(6,))
         kind, (error, seconds) = worker.ask((other.to_json(), "sm_90", True), 120)
-        assert kind == "reply" and not error and seconds["probe"] > 0
+        assert kind == "reply" and not error and set(seconds) == {"probe"} and seconds["probe"] > 0
         for variant in (probe.without_contraction(other), probe.reference(build)):
             assert compile_instance(inst, variant, "sm_90", cache).cache_hit
+        assert not compile_instance(inst, other, "sm_90", cache).cache_hit  # asked for the probe's only
+        # Where the probe does not apply (the build's IR at its settings), nothing is compiled.
+        kind, reply = worker.ask((ReplayConfig(baseline="ir").to_json(), "sm_90", True), 120)
+        assert reply == ("", {})
     finally:
         worker.close()

@@ -126,7 +126,7 @@ def test_two_tune_processes_share_one_study_on_an_rdb(example_binaries, tmp_path
     storage = f"sqlite:///{tmp_path / 'shared.db'}"
     cmd = ["mneme", "tune", "-rdb", str(db), "--space", "standard", "--sampler", "random",
            "--trials", "120", "--storage", storage, "--study", "shared", "--resume",
-           "--iterations", "2000", "--workers", "4", "--json"]
+           "--iterations", "2000", "--no-race", "--workers", "4", "--json"]
     env = tool_env(MNEME_CACHE_DIR=str(tmp_path / "cache"))
     processes = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True)]

@@ -89,14 +89,15 @@ def test_a_geometry_that_faulted_is_not_run_again():
     seen.note(ReplayConfig(block=(512, 1, 1)), oc.RUNTIME_ERROR, fault)
     reason = seen.reason(ReplayConfig(grid=(16, 1, 1), block=(512, 1, 1), pipeline="default<O1>"))
     assert "faulted earlier" in reason and "ILLEGAL_ADDRESS" in reason and "\n" not in reason
-    # Past a fault, away from the recorded block: not run; towards it: run.
-    assert "larger blocks are not run" in seen.reason(ReplayConfig(block=(1024, 1, 1)))
-    assert seen.reason(ReplayConfig(grid=(8, 1, 1), block=(512, 1, 1)))
-    for threads in (288, 480):
-        assert seen.reason(ReplayConfig(block=(threads, 1, 1))) is None
-    seen.note(ReplayConfig(block=(384, 1, 1)), oc.RUNTIME_ERROR, fault)
-    assert seen.reason(ReplayConfig(block=(480, 1, 1))) and \
-        seen.reason(ReplayConfig(block=(288, 1, 1))) is None
+    # One compile setting's fault at a larger block says nothing about others.
+    assert seen.reason(ReplayConfig(block=(1024, 1, 1))) is None
+    # A second compile setting faulting above the recorded block: larger blocks
+    # than the smallest that faulted are not run; smaller ones are.
+    seen.note(ReplayConfig(block=(384, 1, 1), pipeline="default<O1>"), oc.RUNTIME_ERROR, fault)
+    reason = seen.reason(ReplayConfig(block=(1024, 1, 1)))
+    assert "blocks of 384 threads or more faulted" in reason and "larger blocks" in reason
+    assert seen.reason(ReplayConfig(grid=(8, 1, 1), block=(480, 1, 1)))
+    assert seen.reason(ReplayConfig(block=(288, 1, 1))) is None
     # Below the recorded block, a fault rules out its own geometry only.
     seen.note(ReplayConfig(block=(96, 1, 1)), oc.RUNTIME_ERROR, fault)
     assert seen.reason(ReplayConfig(block=(96, 1, 1)))

@@ -29,6 +29,7 @@ class FakeExecutor:
     def __init__(self, instance, devices, compile_workers, cache_dir, trial_timeout,
                  compile_timeout):
         self.workers, self.restarts = list(devices), 0
+        self.probe_compile_seconds = 0.0
 
     def cancel(self):
         pass

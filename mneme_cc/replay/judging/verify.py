@@ -67,8 +67,8 @@ class Policy:
 class Mismatch:
     buffer: str                     # "allocation 0x...", or a global's name
     address: int
-    count: int                      # differing elements (bytes without an element type)
-    first_indices: list[int]
+    count: int                      # differing elements (bytes without an element type,
+    first_indices: list[int]        # or where stats["unit"] says "byte")
     worst_abs: float | None = None
     worst_rel: float | None = None
     norm: float | None = None       # the difference's norm, under a norm policy

@@ -12,17 +12,26 @@ import numpy as np
 
 from mneme_cc.errors import MnemeError
 from mneme_cc.record.db import ALLOCATION
+from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.compiling.numerics import codegen_of
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.judging import contraction_probe as probe
 from mneme_cc.replay.judging import nondeterminism as nd
 from mneme_cc.replay.judging.gpu_compare import GpuComparer
+from mneme_cc.replay.running import device as dev
 from mneme_cc.replay.running.device_state import DeviceCopies
 
 
 def buffer_name(region) -> str:
     """How results name a buffer: an allocation by address, a global by name."""
     return f"allocation {region.address:#x}" if region.kind == ALLOCATION else region.name
+
+
+def _raise_if_sticky(exc: Exception) -> None:
+    """A probe that cannot run leaves the failure as it is, unless the device
+    lost its context: then the session cannot go on, and says so."""
+    if isinstance(exc, dev.DeviceError) and exc.code in oc.STICKY:
+        raise exc
 
 
 class Probes:
@@ -93,7 +102,8 @@ class Probes:
             return False
         try:
             self.nondeterminism = self._probe()
-        except MnemeError:
+        except MnemeError as exc:
+            _raise_if_sticky(exc)
             self.probe_nondeterminism = False
             return False
         try:
@@ -115,7 +125,7 @@ class Probes:
             return declared
         try:
             if self._unfused_reference is None:
-                reference = DeviceCopies(self.device)
+                reference = KeptOutputs(self.device)
                 try:
                     self._run(probe.reference(codegen), 1, lambda g: self._keep(reference, g))
                 except BaseException:
@@ -125,29 +135,50 @@ class Probes:
             same: list[bool] = []
             self._run(probe.without_contraction(config), 1,
                       lambda g: same.append(self._same_as(self._unfused_reference, g)))
-        except (MnemeError, RuntimeError):  # RuntimeError: LLVM refused the compile
+        except (MnemeError, RuntimeError) as exc:  # RuntimeError: LLVM refused the compile
+            _raise_if_sticky(exc)
             return declared
         if same[0]:
             return [probe.REASON]
         return []  # what only may have changed the fusion did not: it computes something else
 
-    def _keep(self, copies: DeviceCopies, globals_: dict[str, int]) -> None:
-        """Device copies of what the epilogue covers now, by buffer name."""
+    def _keep(self, kept: KeptOutputs, globals_: dict[str, int]) -> None:
+        """What the epilogue covers now, on the device, by buffer name."""
+        if self._comparer is None:
+            self._comparer = GpuComparer(self.device)
+        expected = self.state.expected
         for region, address in self.state.output_addresses(globals_):
+            name = buffer_name(region)
+            if region.kind == ALLOCATION and not (region.size and self._comparer.differing(
+                    address, expected.on_device(region), region.size)[0]):
+                kept.at[name] = expected.on_device(region)  # as recorded: no copy needed
+                continue
             copy = self.device.alloc(max(region.size, 1), "allocating a probe's copy")
-            copies.add(buffer_name(region), copy, region.size)
+            kept.copies.add(name, copy, region.size)
+            kept.at[name] = copy
             if region.size:
                 self.device.copy_dtod(copy, address, region.size, "copying a probe's output")
 
-    def _same_as(self, copies: DeviceCopies, globals_: dict[str, int]) -> bool:
-        """Whether what the epilogue covers now equals `copies` bit for bit
+    def _same_as(self, kept: KeptOutputs, globals_: dict[str, int]) -> bool:
+        """Whether what the epilogue covers now equals `kept` bit for bit
         (NaN payloads and signed zeros included), compared on the device."""
-        kept = {name: copy for name, copy, _ in copies.entries}
         regions = self.state.output_addresses(globals_)
-        if {buffer_name(r) for r, _ in regions} != kept.keys():
+        if {buffer_name(r) for r, _ in regions} != kept.at.keys():
             return False
-        if self._comparer is None:
-            self._comparer = GpuComparer(self.device)
         return all(not region.size or
-                   self._comparer.differing(address, kept[buffer_name(region)], region.size)[0] == 0
+                   self._comparer.differing(address, kept.at[buffer_name(region)], region.size)[0] == 0
                    for region, address in regions)
+
+
+class KeptOutputs:
+    """The contraction probe's reference outputs on the device, by buffer name:
+    a copy where they differ from the recorded epilogue, else the epilogue's
+    own device copy (ExpectedOutput's, not owned here)."""
+
+    def __init__(self, device: dev.Device):
+        self.copies = DeviceCopies(device)
+        self.at: dict[str, int] = {}
+
+    def close(self) -> None:
+        self.copies.close()
+        self.at.clear()

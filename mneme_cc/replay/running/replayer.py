@@ -34,8 +34,8 @@ from mneme_cc.replay.output import check_new
 from mneme_cc.replay.output import save_output as save_output_dir
 from mneme_cc.replay.result import ReplayResult
 from mneme_cc.replay.running import device as dev
-from mneme_cc.replay.running.device_state import DeviceCopies, DeviceState
-from mneme_cc.replay.running.probes import Probes, buffer_name
+from mneme_cc.replay.running.device_state import DeviceState
+from mneme_cc.replay.running.probes import KeptOutputs, Probes, buffer_name
 from mneme_cc.replay.running.timer import LaunchTimer
 
 __all__ = ["Replayer", "ReplayResult"]
@@ -49,10 +49,11 @@ class Replayer(Probes):
     """A session over one instance. `probe_nondeterminism`: on a failed
     verification, run the application's kernel again to tell nondeterministic
     buffers from wrong ones (once per instance; the finding is stored).
-    `brief_failures`: a configuration that fails verification is not timed,
-    and a buffer verified bit for bit that differs is told by its differing
-    bytes and the first one's offset, counted on the device, not measured
-    on the host (what a study keeps; `mneme diff` measures).
+    `brief_failures`: a configuration (not a baseline) that fails
+    verification is not timed, and a buffer verified bit for bit that
+    differs is told by its differing bytes and the first one's offset,
+    counted on the device, not measured on the host (what a study keeps;
+    `mneme diff` measures).
 
     `open()` takes the GPU, `close()` gives everything back; `with` does both.
     """
@@ -71,7 +72,7 @@ class Replayer(Probes):
         self._comparer: GpuComparer | None = None
         self._types: dict[str, str] | None = None
         self._artifacts_checked: set[str] = set()
-        self._unfused_reference: DeviceCopies | None = None  # the contraction probe's, on the device
+        self._unfused_reference: KeptOutputs | None = None  # the contraction probe's, on the device
 
     # -- the session ---------------------------------------------------------
 
@@ -232,7 +233,8 @@ class Replayer(Probes):
             if self.brief_failures and name not in policies:
                 # Bitwise: the device's count is the verdict; nothing comes to the host.
                 out.append(Mismatch(name, region.address, count, [first],
-                                    stats={"bytes_differing": count, "size": region.size}))
+                                    stats={"unit": "byte", "bytes_differing": count,
+                                           "size": region.size}))
             else:
                 got = dev.copy_from_device(region.address, region.size)
                 out.append(compare(name, region.address, got, expected.host(region),
@@ -318,7 +320,9 @@ class Replayer(Probes):
                 save_output_dir(Path(save_output), inst, saved, {
                     "config": config.to_dict(), "outcome": outcome})
             lap("verify")
-            samples = [] if mismatches and self.brief_failures else self.timer.time(
+            # A baseline is timed whatever it computes: the study sizes its timing by it.
+            untimed = mismatches and self.brief_failures and config.baseline is None
+            samples = [] if untimed else self.timer.time(
                 config, lambda: self.state.restore(globals_),
                 lambda: self._launch(function, grid, block, smem), stop_above_ms)
             lap("time")
