@@ -368,9 +368,15 @@ class Tuner:
         end_trial(self.study, trial, state=self.state.PRUNED)
 
     def _untried(self, params: dict[str, Any]) -> bool:
-        """Whether a local step would run a configuration not run yet."""
-        key = self._judge(params)[2]
-        return key not in self.results and key not in self.waiting
+        """Whether a local step would run a configuration not run yet, and one
+        that runs at all: a step that would be pruned (its numerics, a device
+        it does not fit, an earlier fault) costs the study's writes and gives
+        nothing, so another step is tried."""
+        config, reason, key = self._judge(params)
+        if reason or key in self.results or key in self.waiting:
+            return False
+        return not (infeasible(config, self.instance.block, self.props, self.need)
+                    or self.faulting.reason(config))
 
     def _judge(self, params: dict[str, Any]) -> tuple[ReplayConfig, str | None, str]:
         """(config to run, why not or None, its key): local steps ask twice."""

@@ -842,3 +842,18 @@ def test_trials_race_the_best_so_far_unless_told_not_to(instance, tmp_path, race
     assert thresholds and min(thresholds) == pytest.approx(RACE_MARGIN * tuner.best.median_ms)
     assert summary["raced"] == len([t for t in raced if not t["duplicate"]]) > 0
     assert all(t["median_ms"] > summary["best_median_ms"] for t in raced)
+
+
+def test_a_local_step_is_never_one_the_study_would_prune(instance, tmp_path):
+    """A step that would be pruned (its numerics in a bitwise study, an earlier
+    fault) costs writes and gives nothing: local steps pass over it."""
+    tuner, _ = tune(instance, tmp_path, space="standard", trials=30, allow_numerics_change=False)
+    ran = [t.params for t in tuner.study.get_trials() if t.state.name == "COMPLETE"]
+    assert ran and not any(tuner._untried(p) for p in ran)  # run already
+    fresh = next(p for p in ({**ran[0], "pipeline": pipeline, "ptxas_opt_level": level}
+                             for pipeline in ("default<O1>", "default<O2>", "default<O3>")
+                             for level in (0, 1, 2, 3))
+                 if tuner._untried(p))
+    assert not tuner._untried({**fresh, "pipeline": "default<O0>"})  # numerics-changing
+    tuner.faulting.reason = lambda config: "faulted earlier"  # as after a fault
+    assert not tuner._untried(fresh)
