@@ -623,6 +623,9 @@ def test_a_compile_process_past_its_limit_is_killed_and_replaced(instance, tmp_p
         assert worker.restarts == 1 and worker.process.is_alive()
         kind, (error, _) = worker.ask(job, 120)
         assert kind == "reply" and "bitcode" in error
+        # Asked for a probe's compiles ahead: an answer, whatever the IR.
+        kind, (error, seconds) = worker.ask((job[0], "sm_90", True), 120)
+        assert kind == "reply" and "probe" not in seconds
         worker.cancel()
         started = time.perf_counter()
         assert worker.ask(job, 120)[0] == "died"
