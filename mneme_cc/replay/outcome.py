@@ -42,6 +42,11 @@ PASSED = (VERIFIED, NONDETERMINISTIC)
 NUMERICS_CHANGING = "numerics_changing"  # pruned, or found so after it ran
 INFEASIBLE = "infeasible"  # pruned, not run
 
+#: How a replay says the device lost its context in a probe's run (the
+#: application's kernel, or the build's IR, at the recorded geometry), not
+#: in the configuration's own launches.
+PROBE_FAULT = "a probe's run lost the device's context: "
+
 # Driver errors that refuse a launch without harming the context.
 _LAUNCH_REFUSALS = {
     "CUDA_ERROR_INVALID_VALUE", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",

@@ -180,10 +180,14 @@ class ReplayExecutor:
                 self._compile_probe_variants(worker, config)
 
     def _compile_probe_variants(self, worker: Worker, config: ReplayConfig) -> None:
-        """Compiles ahead what config's contraction probe would run; whatever
-        happens is no trial's outcome (the probe compiles what is missing)."""
+        """Compiles ahead what config's contraction probe would run (two
+        compiles, so twice a compile's limit); whatever happens is no trial's
+        outcome (the probe compiles what is missing)."""
         begun = time.perf_counter()
-        worker.ask((config.to_json(), self.arch, True), self.compile_timeout)
+        try:
+            worker.ask((config.to_json(), self.arch, True), 2 * self.compile_timeout)
+        except Exception:  # noqa: BLE001 - never the queued trial's failure
+            pass
         with self._probe_lock:
             self._probe_seconds += time.perf_counter() - begun
 

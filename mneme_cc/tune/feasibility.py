@@ -92,8 +92,8 @@ class FaultingGeometries:
     per-block array): larger blocks fault too, and each fault costs a GPU
     worker's restart. Once configurations of two different compile settings
     have faulted with blocks above the recorded size (so that the block, not
-    one compile, is the likely cause), blocks of the smallest such size or
-    more are not run."""
+    one compile, is the likely cause), blocks at least as large as the
+    smallest at which two settings have faulted are not run."""
 
     def __init__(self, grid: tuple[int, int, int], block: tuple[int, int, int]):
         self.recorded = (tuple(grid), tuple(block))
@@ -106,8 +106,10 @@ class FaultingGeometries:
 
     def note(self, config: ReplayConfig, outcome: str, error: str) -> None:
         geometry = self._geometry(config)
-        # A worker that died or a host-side failure says nothing about the geometry.
-        if outcome == oc.RUNTIME_ERROR and geometry != self.recorded and "CUDA_ERROR_" in error:
+        # A worker that died, a host-side failure or a probe's run (at the
+        # recorded geometry) says nothing about the geometry.
+        if outcome == oc.RUNTIME_ERROR and geometry != self.recorded and "CUDA_ERROR_" in error \
+                and not error.startswith(oc.PROBE_FAULT):
             said = error.splitlines()[0][:120]
             self.faulted.setdefault(geometry, said)
             threads = math.prod(geometry[1])
@@ -121,7 +123,8 @@ class FaultingGeometries:
         if error is not None:
             return f"grid {geometry[0]}, block {geometry[1]} faulted earlier in this study ({error})"
         if len(self.above) >= 2:
-            threads, said = min(self.above.values())
+            # The smallest block at which two compile settings have faulted.
+            threads, said = sorted(self.above.values())[1]
             if math.prod(geometry[1]) >= threads:
                 return (f"blocks of {threads} threads or more faulted earlier in this study "
                         f"({said}); larger blocks are not run")

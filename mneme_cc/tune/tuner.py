@@ -226,11 +226,11 @@ class Tuner:
                 try:
                     self._close_unfinished(ex, in_flight)
                     self.restarts = ex.restarts
-                    if ex.probe_compile_seconds:  # compiled ahead, no trial's own
-                        self.time_spent["compile.probe"] = ex.probe_compile_seconds
                 finally:
                     if self.askers:
                         self.askers.close()
+        if ex.probe_compile_seconds:  # compiled ahead, no trial's own; read once closed
+            self.time_spent["compile.probe"] = ex.probe_compile_seconds
         self.time_spent["wall"] = time.perf_counter() - begun
         self._adopt_study_best()
         self._write_reports()

@@ -130,9 +130,10 @@ def test_two_tune_processes_share_one_study_on_an_rdb(example_binaries, tmp_path
     env = tool_env(MNEME_CACHE_DIR=str(tmp_path / "cache"))
     processes = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True)]
-    # The second joins the study the first created. Its trials take the GPU
-    # a few seconds (2000 timed launches each), so that the first cannot
-    # finish the study alone while the second starts.
+    # The second joins the study the first created. 120 trials of 2000 timed
+    # launches each (raced by neither) keep the GPU busy for longer than the
+    # second takes to start (the whole test took 39 s on an H100), so that
+    # the first cannot finish the study alone.
     time.sleep(1.0)
     processes.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))

@@ -91,12 +91,16 @@ def test_a_geometry_that_faulted_is_not_run_again():
     assert "faulted earlier" in reason and "ILLEGAL_ADDRESS" in reason and "\n" not in reason
     # One compile setting's fault at a larger block says nothing about others.
     assert seen.reason(ReplayConfig(block=(1024, 1, 1))) is None
-    # A second compile setting faulting above the recorded block: larger blocks
-    # than the smallest that faulted are not run; smaller ones are.
+    # A second compile setting faulting above the recorded block: blocks as
+    # large as the smallest at which both faulted (512) are not run.
     seen.note(ReplayConfig(block=(384, 1, 1), pipeline="default<O1>"), oc.RUNTIME_ERROR, fault)
     reason = seen.reason(ReplayConfig(block=(1024, 1, 1)))
-    assert "blocks of 384 threads or more faulted" in reason and "larger blocks" in reason
-    assert seen.reason(ReplayConfig(grid=(8, 1, 1), block=(480, 1, 1)))
+    assert "blocks of 512 threads or more faulted" in reason and "larger blocks" in reason
+    assert seen.reason(ReplayConfig(grid=(8, 1, 1), block=(512, 1, 1), pipeline="default<O2>"))
+    assert seen.reason(ReplayConfig(block=(480, 1, 1))) is None
+    assert seen.reason(ReplayConfig(block=(384, 1, 1), pipeline="default<O1>"))  # its own geometry
+    # A probe's run lost the context: not the trial's geometry's doing.
+    seen.note(ReplayConfig(block=(288, 1, 1)), oc.RUNTIME_ERROR, oc.PROBE_FAULT + fault)
     assert seen.reason(ReplayConfig(block=(288, 1, 1))) is None
     # Below the recorded block, a fault rules out its own geometry only.
     seen.note(ReplayConfig(block=(96, 1, 1)), oc.RUNTIME_ERROR, fault)

@@ -29,9 +29,10 @@ def buffer_name(region) -> str:
 
 def _raise_if_sticky(exc: Exception) -> None:
     """A probe that cannot run leaves the failure as it is, unless the device
-    lost its context: then the session cannot go on, and says so."""
+    lost its context: then the session cannot go on, and says so, as the
+    probe's fault rather than the configuration's launch."""
     if isinstance(exc, dev.DeviceError) and exc.code in oc.STICKY:
-        raise exc
+        raise dev.DeviceError(f"{oc.PROBE_FAULT}{exc}", exc.code) from None
 
 
 class Probes:
