@@ -4,9 +4,10 @@ realistic kernel within a fixed budget.
 For every suite application: record its main kernel (one instance), tune it
 with `--timeout BUDGET` on one GPU, and report the speedup of the best
 verified configuration over the application's own kernel, the verdict,
-verified observations per second, outcome counts, the share of ptxas and
-launch refusals, how far the study ran past its budget, and where the time
-went. Run on the GPU machine from the repository root, after
+verified observations per second and the GPU floor on them (what the
+trials' own launches allow at the kernel's time), outcome counts, the
+share of ptxas and launch refusals, how far the study ran past its budget,
+and where the time went. Run on the GPU machine from the repository root, after
 scripts/build-gpu-carry:
 
     python bench/tune_suite.py .carry/examples --budget 60 --space standard
@@ -65,6 +66,17 @@ def where_time_went(spent: dict[str, float]) -> str:
             f"queue {spent.get('queue', 0):.1f}, gpu {total('gpu.'):.1f}")
 
 
+def gpu_floor(summary: dict) -> float | None:
+    """Verified trials per second a GPU doing nothing but the trials' own
+    launches would allow: one verified launch, the warm-up and the timed
+    launches each, at the application's kernel time (racing can pass it)."""
+    launches = summary.get("timed_launches") or {}
+    kernel_ms = (summary.get("baseline") or {}).get("median_ms")
+    if not kernel_ms or "iterations" not in launches:
+        return None
+    return 1000.0 / ((1 + launches.get("warmup", 0) + launches["iterations"]) * kernel_ms)
+
+
 def _tune(db: Path, budget: float, space: str, *flags: str):
     """`mneme tune`'s JSON summary (a list for several instances); RuntimeError
     with its last line of stderr when it printed none."""
@@ -100,7 +112,7 @@ def study(examples: Path, scratch: Path, name: str, args: list[str], kernel: str
             "baseline_ms": (s["baseline"] or {}).get("median_ms"),
             "best_ms": s["best_median_ms"], "time_spent": s["time_spent"],
             "where": where_time_went(s["time_spent"]), "askers": s.get("askers"),
-            "raced": s.get("raced")}
+            "raced": s.get("raced"), "gpu_floor_per_s": gpu_floor(s)}
 
 
 def warm_start_check(examples: Path, scratch: Path, name: str, args: list[str], kernel: str,
@@ -181,6 +193,13 @@ def main() -> None:
                       / r["time_spent"]["wall"] for r in good)
         print(f"the tuner's own loop (ask + tell) / wall: median {loop[len(loop) // 2]:.0%} "
               f"({loop[0]:.0%}-{loop[-1]:.0%})")
+        floors = sorted(r["gpu_floor_per_s"] for r in good if r.get("gpu_floor_per_s"))
+        shares = sorted(r["verified_per_s"] / r["gpu_floor_per_s"] for r in good
+                        if r.get("gpu_floor_per_s"))
+        if floors:
+            print(f"GPU floor (the trials' own launches): median {floors[len(floors) // 2]:.1f} "
+                  f"verified/s; pace / floor: median {shares[len(shares) // 2]:.2f} "
+                  f"({shares[0]:.2f}-{shares[-1]:.2f})")
     if a.json:
         a.json.write_text(json.dumps(rows, indent=2))
 
