@@ -236,8 +236,8 @@ class ReplayExecutor:
                              **stages, **reply)
         if result.outcome == oc.FAILED_VERIFICATION and result.mismatches:
             first = result.mismatches[0]
-            stats = first.get("stats") or {}
-            unit = "element" if stats.get("dtype") and stats.get("unit") != "byte" else "byte"
+            # An element type counts elements; a brief mismatch has none (bytes).
+            unit = "element" if (first.get("stats") or {}).get("dtype") else "byte"
             result.error = f"{first['buffer']}: {first['count']} {unit}(s) differ"
         self._settle(future, result)
 

@@ -342,11 +342,7 @@ class Tuner:
         if reason:
             self._prune(trial, reason)
             return made
-        config, reason, key = self._judge(params)
-        pruned_as = oc.NUMERICS_CHANGING
-        if not reason:
-            reason, pruned_as = infeasible(config, self.instance.block, self.props, self.need) \
-                or self.faulting.reason(config), oc.INFEASIBLE
+        config, reason, pruned_as, key = self._verdict(params)
         if reason:
             self._prune(trial, reason)
             self.counts[pruned_as] += 1
@@ -369,14 +365,20 @@ class Tuner:
 
     def _untried(self, params: dict[str, Any]) -> bool:
         """Whether a local step would run a configuration not run yet, and one
-        that runs at all: a step that would be pruned (its numerics, a device
-        it does not fit, an earlier fault) costs the study's writes and gives
-        nothing, so another step is tried."""
+        that runs at all: a step that would be pruned costs the study's writes
+        and gives nothing, so another step is tried."""
+        _, reason, _, key = self._verdict(params)
+        return not reason and key not in self.results and key not in self.waiting
+
+    def _verdict(self, params: dict[str, Any]) -> tuple[ReplayConfig, str | None, str, str]:
+        """(config to run, why it will not run or None, the outcome it is
+        pruned as, its key): its numerics in a bitwise study, a device it does
+        not fit, an earlier fault."""
         config, reason, key = self._judge(params)
-        if reason or key in self.results or key in self.waiting:
-            return False
-        return not (infeasible(config, self.instance.block, self.props, self.need)
-                    or self.faulting.reason(config))
+        if reason:
+            return config, reason, oc.NUMERICS_CHANGING, key
+        return config, infeasible(config, self.instance.block, self.props, self.need) \
+            or self.faulting.reason(config), oc.INFEASIBLE, key
 
     def _judge(self, params: dict[str, Any]) -> tuple[ReplayConfig, str | None, str]:
         """(config to run, why not or None, its key): local steps ask twice."""

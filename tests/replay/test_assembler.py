@@ -116,3 +116,24 @@ def test_a_compile_killed_at_its_limit_takes_ptxas_with_it(tmp_path):
         time.sleep(0.05)
     os.kill(child, 9)
     raise AssertionError("ptxas outlived the compile process that ran it")
+
+
+def test_a_kernel_without_ir_shares_the_cubin_stage_of_the_cache(tmp_path):
+    """The application's PTX goes to the cubin stage alone: keyed by the PTX and
+    ptxas's options, a run-only change hits, a register cap does not."""
+    import types
+
+    from mneme_cc.replay.compiling.compiler import compile_instance_ptx
+
+    kernel = types.SimpleNamespace(demangled="scale", image=lambda: None,
+                                   ptx_image=lambda: types.SimpleNamespace(ptx=KERNEL))
+    inst = types.SimpleNamespace(kernel_name="scale", block=(32, 1, 1))
+
+    def compile_(config):
+        return compile_instance_ptx(inst, kernel, config, "sm_90", tmp_path)
+
+    first = compile_(ReplayConfig())
+    assert not first.cache_hit and "ptxas" in first.seconds and first.ptx == KERNEL
+    again = compile_(ReplayConfig(iterations=3))
+    assert again.cache_hit and again.cubin == first.cubin and again.ptx == KERNEL
+    assert not compile_(ReplayConfig(max_registers=24)).cache_hit

@@ -127,7 +127,7 @@ def compile_kernel(bitcode: bytes, ir_hash: str, launch: KernelLaunch, config: R
     from the IR of a build with the code-generation options `codegen`: its
     PTX, then its cubin, each through the cache on its own."""
     assembler = assembler or default_assembler()
-    root = Path(cache_dir) if cache_dir else default_cache_dir()
+    root = _cache_root(cache_dir)
     llvm_config = dataclasses.replace(config, **PTXAS_ONLY)
 
     def lower() -> CompiledKernel:
@@ -146,6 +146,10 @@ def compile_kernel(bitcode: bytes, ir_hash: str, launch: KernelLaunch, config: R
                           {**lowered.seconds, **assembled.seconds},
                           lowered.cache_hit and assembled.cache_hit, lowered.ir_text,
                           lowered.ir_file, assembler.name)
+
+
+def _cache_root(cache_dir: Path | str | None) -> Path:
+    return Path(cache_dir) if cache_dir else default_cache_dir()
 
 
 def _through_cache(root: Path, key: str, build) -> CompiledKernel:
@@ -208,19 +212,16 @@ def compile_instance_ptx(inst: Instance, kernel, config: ReplayConfig, arch: str
     block = grounded.block or inst.block
     ptx = ptx_kernel.ptx_for_config(image.ptx, inst.kernel_name, config, block)
     assembler = application_assembler(kernel)
-    material = {"ptx": _digest(ptx.encode()), "kernel": inst.kernel_name, "arch": arch,
-                "config": ptx_kernel.as_ptx_config(config).compile_fields(),
-                "versions": _toolchain_versions(), "assembler": assembler.name}
-    key = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
-    def build() -> CompiledKernel:
+    def assemble() -> CompiledKernel:
         cubin = compile_cubin(ptx, inst.kernel_name, config, arch, assembler.path)
-        return CompiledKernel(cubin.data, ptx, cubin.resources, {"ptxas": cubin.seconds},
-                              ir_text="", assembler=assembler.name)
+        return CompiledKernel(cubin.data, "", cubin.resources, {"ptxas": cubin.seconds},
+                              ir_text="")
 
-    compiled = _through_cache(Path(cache_dir) if cache_dir else default_cache_dir(), key, build)
-    compiled.assembler = assembler.name
-    return compiled
+    assembled = _through_cache(_cache_root(cache_dir), cubin_key(
+        ptx, inst.kernel_name, config, arch, assembler.name), assemble)
+    return CompiledKernel(assembled.cubin, ptx, assembled.resources, assembled.seconds,
+                          assembled.cache_hit, ir_text="", assembler=assembler.name)
 
 
 def _digest(data: bytes) -> str:

@@ -10,7 +10,6 @@ kernel; the IR-level fields (pipeline, specialisation, contraction) do not.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 from mneme_cc.errors import UsageError
@@ -85,9 +84,3 @@ def ptx_for_config(ptx: str, kernel: str, config: ReplayConfig,
         return ptx
     threads = grounded.max_threads or block[0] * block[1] * block[2]
     return with_launch_bounds(ptx, kernel, threads, grounded.min_blocks_per_sm)
-
-
-def as_ptx_config(config: ReplayConfig) -> ReplayConfig:
-    """config with the IR fields at their defaults (what a PTX compile keys on)."""
-    default = ReplayConfig()
-    return dataclasses.replace(config, **{name: getattr(default, name) for name in IR_FIELDS})

@@ -17,7 +17,6 @@ from mneme_cc.replay.compiling.numerics import codegen_of
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.judging import contraction_probe as probe
 from mneme_cc.replay.judging import nondeterminism as nd
-from mneme_cc.replay.judging.gpu_compare import GpuComparer
 from mneme_cc.replay.running import device as dev
 from mneme_cc.replay.running.device_state import DeviceCopies
 
@@ -145,14 +144,14 @@ class Probes:
 
     def _keep(self, kept: KeptOutputs, globals_: dict[str, int]) -> None:
         """What the epilogue covers now, on the device, by buffer name."""
-        if self._comparer is None:
-            self._comparer = GpuComparer(self.device)
-        expected = self.state.expected
-        for region, address in self.state.output_addresses(globals_):
+        regions = self.state.output_addresses(globals_)
+        differ = {r.address for r, _, _ in
+                  self._differing(r for r, _ in regions if r.kind == ALLOCATION)}
+        for region, address in regions:
             name = buffer_name(region)
-            if region.kind == ALLOCATION and not (region.size and self._comparer.differing(
-                    address, expected.on_device(region), region.size)[0]):
-                kept.at[name] = expected.on_device(region)  # as recorded: no copy needed
+            if region.kind == ALLOCATION and region.address not in differ:
+                # As recorded: the recording's own device copy stands for it.
+                kept.at[name] = self.state.expected.on_device(region)
                 continue
             copy = self.device.alloc(max(region.size, 1), "allocating a probe's copy")
             kept.copies.add(name, copy, region.size)
@@ -167,7 +166,7 @@ class Probes:
         if {buffer_name(r) for r, _ in regions} != kept.at.keys():
             return False
         return all(not region.size or
-                   self._comparer.differing(address, kept.at[buffer_name(region)], region.size)[0] == 0
+                   self.comparer.differing(address, kept.at[buffer_name(region)], region.size)[0] == 0
                    for region, address in regions)
 
 

@@ -205,16 +205,21 @@ class Replayer(Probes):
                    if name not in given}
         return {**derived, **given}, set(derived)
 
+    @property
+    def comparer(self) -> GpuComparer:
+        """The session's device comparer, made on first use."""
+        if self._comparer is None:
+            self._comparer = GpuComparer(self.device)
+        return self._comparer
+
     def _differing(self, allocations):
         """(region, differing bytes, the first's offset) for those of the
         recorded epilogue's `allocations` whose device contents differ from
         it now (compared on the device)."""
-        if self._comparer is None:
-            self._comparer = GpuComparer(self.device)
         expected = self.state.expected
         for region in allocations:
-            count, first = self._comparer.differing(region.address, expected.on_device(region),
-                                                    region.size)
+            count, first = self.comparer.differing(region.address, expected.on_device(region),
+                                                   region.size)
             if count:
                 yield region, count, first
 
