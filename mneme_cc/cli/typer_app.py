@@ -15,6 +15,7 @@ import typer
 from mneme_cc.cli import (
     bisect_command,
     check_command,
+    compact_command,
     config_command,
     dataset_command,
     diff_command,
@@ -90,7 +91,8 @@ def _record(
     chunk_size: Annotated[Optional[str], typer.Option(
         metavar="SIZE", help="Snapshot chunk size (default 1M).")] = None,
     zstd_level: Annotated[Optional[int], typer.Option(
-        metavar="L", help="zstd level for stored chunks; 0 stores them raw (default 1).")] = None,
+        metavar="L", help="zstd level for stored chunks; 0 stores them raw, below 0 zstd's fast "
+        "levels (default 1).")] = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose",
                                           help="Report each instance and where recording "
                                                "time went.")] = False,
@@ -133,6 +135,7 @@ def _run(
 app.command("ls")(ls_command.ls)
 app.command("show")(show_command.show)
 app.command("merge")(merge_command.merge)
+app.command("compact")(compact_command.compact)
 app.command("replay")(replay_command.replay)
 app.command("tune")(tune_command.tune)
 app.command("export")(export_command.export)

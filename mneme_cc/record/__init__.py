@@ -9,12 +9,14 @@ Names are resolved on first use: `mneme record` starts without numpy.
 
 from __future__ import annotations
 
-__all__ = ["Instance", "MergeResult", "RecordDB", "RecordSettings", "RecordedKernel", "Region",
-           "Snapshot", "merge_databases", "run_recorded"]
+__all__ = ["CompactResult", "Instance", "MergeResult", "RecordDB", "RecordSettings",
+           "RecordedKernel", "Region", "Snapshot", "compact_database", "merge_databases",
+           "run_recorded"]
 
 _HOME = {"Instance": "db", "RecordDB": "db", "RecordedKernel": "db", "Region": "db",
          "Snapshot": "db", "RecordSettings": "launcher",
-         "run_recorded": "launcher", "merge_databases": "merge", "MergeResult": "merge"}
+         "run_recorded": "launcher", "merge_databases": "merge", "MergeResult": "merge",
+         "compact_database": "compact", "CompactResult": "compact"}
 
 
 def __getattr__(name: str):

@@ -175,9 +175,12 @@ bool set(RecordOptions &O, const std::string &Name, const std::string &Value,
       return Bad("is not a chunk size: a multiple of 8, from 4096 to 1G");
     O.ChunkSize = N;
   } else if (Name == "--zstd-level") {
-    if (!parseWhole(Value, N) || N > 19)
-      return Bad("is not a zstd level (0, raw, to 19)");
-    O.ZstdLevel = static_cast<int>(N);
+    // Negative levels are zstd's fast ones.
+    std::string T = trimmed(Value);
+    bool Negative = !T.empty() && T[0] == '-';
+    if (!parseWhole(Negative ? T.substr(1) : T, N) || N > (Negative ? 100 : 19))
+      return Bad("is not a zstd level (-100, fastest, to 19; 0 stores chunks raw)");
+    O.ZstdLevel = Negative ? -static_cast<int>(N) : static_cast<int>(N);
   }
   return true;
 }

@@ -64,6 +64,20 @@ nb::tuple writeChunk(const std::string &Db, nb::bytes Data, int Level) {
   return nb::make_tuple(ch::toHex(D), Stored);
 }
 
+nb::tuple compactChunk(const std::string &Db, const std::string &Hex, int Level) {
+  ch::Digest D = parseDigest(Hex);
+  uint64_t Before = 0, After = 0;
+  std::string Error;
+  bool Ok;
+  {
+    nb::gil_scoped_release Free; // compressed on several threads at once
+    Ok = store::compactChunk(Db, D, Level, Before, After, Error);
+  }
+  if (!Ok)
+    throw nb::value_error(Error.c_str());
+  return nb::make_tuple(Before, After);
+}
+
 nb::bytes readChunk(const std::string &Db, const std::string &Hex) {
   std::string Out, Error;
   if (!store::readChunk(Db, parseDigest(Hex), Out, Error))
@@ -188,6 +202,8 @@ NB_MODULE(_native, m) {
         "SHA-256 of data as 64 hex digits, as the serving runtime computes it.");
   m.def("write_chunk", &writeChunk, nb::arg("db"), nb::arg("data"), nb::arg("level") = 1,
         "Store data as a chunk of database db; returns (hash, stored bytes).");
+  m.def("compact_chunk", &compactChunk, nb::arg("db"), nb::arg("hash"), nb::arg("level"),
+        "Compress a chunk stored raw, in place; returns its (old, new) file size.");
   m.def("read_chunk", &readChunk, nb::arg("db"), nb::arg("hash"),
         "Read and verify a chunk; ValueError names the file on any damage.");
   m.def("read_state", &readState, nb::arg("path"),

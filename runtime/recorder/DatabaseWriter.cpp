@@ -64,7 +64,8 @@ void DatabaseWriter::addCompressThreads(unsigned Count, bool Idle) {
 }
 
 WriterStats DatabaseWriter::stats() const {
-  return WriterStats{FetchNs / 1e9, StoreNs / 1e9, FetchThreads, StoreThreads};
+  return WriterStats{FetchNs / 1e9, StoreNs / 1e9, RawChunks, RawBytes, FetchThreads,
+                     StoreThreads};
 }
 
 DatabaseWriter::~DatabaseWriter() {
@@ -97,7 +98,9 @@ void DatabaseWriter::submit(std::unique_ptr<InstanceJob> Job) {
   Changed.notify_all();
 }
 
-void DatabaseWriter::drain(unsigned MoreThreads) {
+void DatabaseWriter::drain(unsigned MoreThreads, bool Raw) {
+  if (Raw)
+    StoreRaw = true;
   std::unique_lock<std::mutex> G(Lock);
   if (!Tasks.empty() || !ToFetch.empty())
     addCompressThreads(MoreThreads, /*Idle=*/false);
@@ -164,10 +167,15 @@ void DatabaseWriter::compressLoop(bool Idle) {
     uint64_t Stored = 0;
     std::string Error;
     auto T0 = std::chrono::steady_clock::now();
+    bool Raw = StoreRaw && Level != 0;
     if (!Failed &&
         !store::writeChunk(Directory, T.Hash, T.Buffer.get() + T.Offset, T.Size,
-                           Level, Stored, Error))
+                           Raw ? 0 : Level, Stored, Error))
       fail(Error);
+    if (Raw && Stored) {
+      ++RawChunks;
+      RawBytes += Stored;
+    }
     StoreNs += nanosecondsSince(T0);
     Job->StoredBytes += Stored;
     G.lock();

@@ -61,6 +61,7 @@ struct InstanceJob {
 // Where the writer's threads spent their time (summed over threads).
 struct WriterStats {
   double FetchSeconds = 0, StoreSeconds = 0;
+  uint64_t RawAtExitChunks = 0, RawAtExitBytes = 0; // left uncompressed by drain(.., Raw)
   unsigned FetchThreads = 0, StoreThreads = 0;
 };
 
@@ -77,7 +78,10 @@ public:
   void submit(std::unique_ptr<InstanceJob> Job);
   // Waits for every job submitted; MoreThreads compressing threads are
   // added first where chunks are still queued (they stay for later jobs).
-  void drain(unsigned MoreThreads = 0);
+  // Raw: chunks not yet started are stored uncompressed (writing them
+  // takes a fraction of compressing them; `mneme compact` compresses them
+  // later).
+  void drain(unsigned MoreThreads = 0, bool Raw = false);
   bool failed() const { return Failed; }
   uint64_t committed() const { return Committed; }
   WriterStats stats() const;
@@ -90,7 +94,8 @@ private:
   void fail(const std::string &Error);
 
   std::string Directory;
-  int Level;
+  const int Level;
+  std::atomic<bool> StoreRaw{false};
   std::mutex Lock;
   std::condition_variable Changed;
   std::deque<std::pair<InstanceJob *, size_t>> Tasks; // (job, chunk index)
@@ -100,7 +105,7 @@ private:
   bool Stopping = false;
   std::atomic<bool> Failed{false};
   std::atomic<uint64_t> Committed{0};
-  std::atomic<uint64_t> FetchNs{0}, StoreNs{0};
+  std::atomic<uint64_t> FetchNs{0}, StoreNs{0}, RawChunks{0}, RawBytes{0};
   unsigned FetchThreads = 0, StoreThreads = 0, OrdinaryThreads = 0; // OrdinaryThreads: not idle
   std::vector<std::thread> Threads;
 };

@@ -58,9 +58,9 @@ public:
   bool started() const { return Writer != nullptr; }
   bool failed() const { return Writer && Writer->failed(); }
   // Waits for everything queued; MoreThreads join the compression first.
-  void drain(unsigned MoreThreads = 0) {
+  void drain(unsigned MoreThreads = 0, bool Raw = false) {
     if (Writer)
-      Writer->drain(MoreThreads);
+      Writer->drain(MoreThreads, Raw);
   }
   uint64_t committed() const { return Writer->committed(); }
   WriterStats writerStats() const { return Writer->stats(); }

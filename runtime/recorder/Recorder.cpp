@@ -439,14 +439,22 @@ void Recorder::finish() {
   Finished = true;
   double T0 = now();
   // The application is done with the processors: every one it may use
-  // compresses what is still queued, at ordinary priority (the idle
-  // threads would wait behind any other process on them).
-  Instances.drain(writerProcessors() - WriterThreads);
+  // writes what is still queued, at ordinary priority (the idle threads
+  // would wait behind any other process on them), and uncompressed, since
+  // the exit would otherwise wait several times as long for zstd.
+  Instances.drain(writerProcessors() - WriterThreads, /*Raw=*/true);
   FinishedAt = now();
   double Wait = FinishedAt - T0;
-  if (options().Verbose || InstancesQueued)
-    report("recorded " + std::to_string(Instances.committed()) + " instance(s) into " +
-           options().Database);
+  if (options().Verbose || InstancesQueued) {
+    std::string Line = "recorded " + std::to_string(Instances.committed()) +
+                       " instance(s) into " + options().Database;
+    WriterStats W = Instances.writerStats();
+    if (W.RawAtExitBytes >= (64ULL << 20))
+      Line += " (" + std::to_string(W.RawAtExitBytes >> 20) +
+              " MiB of it stored uncompressed at exit: `mneme compact -rdb " +
+              options().Database + "` compresses it)";
+    report(Line);
+  }
   if (options().Verbose) {
     CaptureStats S = Capture.stats();
     char Line[256];
@@ -489,9 +497,11 @@ void Recorder::reportTimeline(double FinishBegan) const {
   std::snprintf(Line, sizeof Line,
                 "the writer: %.3f s copying staged bytes to the host (%u threads), %.3f s "
                 "compressing and writing (%u threads), summed over its threads; %.1f ms setting "
-                "up %u fetcher(s)",
+                "up %u fetcher(s); %llu chunk(s), %.1f MiB, stored uncompressed at exit",
                 W.FetchSeconds, W.FetchThreads, W.StoreSeconds, W.StoreThreads,
-                C.FetcherSetupSeconds * 1e3, C.Fetchers);
+                C.FetcherSetupSeconds * 1e3, C.Fetchers,
+                static_cast<unsigned long long>(W.RawAtExitChunks),
+                W.RawAtExitBytes / 1048576.0);
   report(Line);
   const double Zero = options().LaunchedAt > 0 ? options().LaunchedAt : LoadedAt;
   auto Ms = [&](double T) { return (T - Zero) * 1e3; };

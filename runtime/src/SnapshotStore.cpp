@@ -227,16 +227,13 @@ bool readFile(const std::string &Path, std::string &Out, std::string &Error) {
   return true;
 }
 
-bool writeChunk(const std::string &DbDir, const Digest &Hash, const void *Data,
-                size_t Size, int Level, uint64_t &StoredBytes, std::string &Error) {
-  StoredBytes = 0;
-  std::string Path = DbDir + "/" + chunkPath(Hash);
-  struct stat St;
-  if (stat(Path.c_str(), &St) == 0)
-    return true; // stored before: content addressing makes it the same bytes
-
+namespace {
+// Writes the chunk file for Data (Size bytes named Hash), compressed at
+// Level where that pays; Exclusive keeps a file already there.
+bool storeChunkFile(const std::string &Path, const Digest &Hash, const void *Data, size_t Size,
+                    int Level, bool Exclusive, uint64_t &StoredBytes, std::string &Error) {
   thread_local Compressor Zstd;
-  std::string_view Payload = Level > 0 ? Zstd.compress(Data, Size, Level) : std::string_view();
+  std::string_view Payload = Level != 0 ? Zstd.compress(Data, Size, Level) : std::string_view();
   Codec C = Payload.empty() ? Codec::Raw : Codec::Zstd;
   // A raw payload is the chunk's content, so its checksum is the content
   // hash's low half, which the name carries: readChunk checks both.
@@ -258,13 +255,55 @@ bool writeChunk(const std::string &DbDir, const Digest &Hash, const void *Data,
   put64(Header, Sum);
 
   const std::string_view Pieces[] = {Header, Payload};
-  if (!writePiecesAtomic(Path, Pieces, 2, Error, /*Exclusive=*/true,
-                         /*MakeDirectories=*/true)) {
+  if (!writePiecesAtomic(Path, Pieces, 2, Error, Exclusive, /*MakeDirectories=*/true)) {
     if (!Error.empty())
       return false;
     return true; // another writer stored it first
   }
   StoredBytes = Header.size() + Payload.size();
+  return true;
+}
+} // namespace
+
+bool writeChunk(const std::string &DbDir, const Digest &Hash, const void *Data,
+                size_t Size, int Level, uint64_t &StoredBytes, std::string &Error) {
+  StoredBytes = 0;
+  std::string Path = DbDir + "/" + chunkPath(Hash);
+  struct stat St;
+  if (stat(Path.c_str(), &St) == 0)
+    return true; // stored before: content addressing makes it the same bytes
+  return storeChunkFile(Path, Hash, Data, Size, Level, /*Exclusive=*/true, StoredBytes, Error);
+}
+
+bool compactChunk(const std::string &DbDir, const Digest &Hash, int Level, uint64_t &Before,
+                  uint64_t &After, std::string &Error) {
+  std::string Path = DbDir + "/" + chunkPath(Hash);
+  int Fd = open(Path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (Fd < 0) {
+    Error = errnoText("cannot read", Path);
+    return false;
+  }
+  char Header[ChunkHeaderSize];
+  struct stat St;
+  ssize_t Got = pread(Fd, Header, sizeof Header, 0);
+  bool Stat = fstat(Fd, &St) == 0;
+  close(Fd);
+  Before = After = Stat ? static_cast<uint64_t>(St.st_size) : 0;
+  uint32_t CodecId = 0;
+  if (Got == static_cast<ssize_t>(sizeof Header))
+    std::memcpy(&CodecId, Header + 12, sizeof CodecId);
+  if (Got == static_cast<ssize_t>(sizeof Header) && std::memcmp(Header, ChunkMagic, 8) == 0 &&
+      CodecId != static_cast<uint32_t>(Codec::Raw))
+    return true; // compressed already (readChunk checks it when it is read)
+  std::string Data;
+  if (!readChunk(DbDir, Hash, Data, Error))
+    return false;
+  uint64_t Stored = 0;
+  // Through a rename: a reader opens the raw file or the compressed one.
+  if (!storeChunkFile(Path, Hash, Data.data(), Data.size(), Level, /*Exclusive=*/false, Stored,
+                      Error))
+    return false;
+  After = Stored ? Stored : Before;
   return true;
 }
 

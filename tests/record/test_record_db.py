@@ -296,6 +296,7 @@ def test_ls_rejects_what_is_not_a_database(tmp_path):
     (["--va-base", "0"], "not a user-space address"),
     (["--vass", "99999999T"], "not a size of virtual address space"),
     (["--zstd-level", "99"], "not a zstd level"),
+    (["--zstd-level", "-101"], "not a zstd level (-100, fastest, to 19"),
     (["--ranks", "0,x"], "not a rank list"),
     (["--vass", "lots"], "not a size"),
     (["--va-base", "0x1234"], "that is a multiple of 2 MiB"),
@@ -373,6 +374,12 @@ def test_record_gives_the_recorder_the_command_line_s_settings(tmp_path):
         "MNEME_CHUNK_SIZE": "65536", "MNEME_MAX_INSTANCES": "4", "MNEME_OTHER": "kept",
         "MNEME_RANKS": "0,2-3", "MNEME_RDB": str(db.resolve()), "MNEME_SKIP": "2",
         "MNEME_VA_BASE": "0x400000000000", "MNEME_VERBOSE": "1"}
+
+
+def test_record_takes_zstd_s_fast_levels(tmp_path):
+    proc = run(["mneme-record", "-rdb", str(tmp_path / "db"), "--zstd-level", "-5", "--",
+                "sh", "-c", "echo $MNEME_ZSTD_LEVEL"])
+    assert proc.stdout.strip() == "-5"
 
 
 def test_recorder_exports_only_cuda_entry_points():

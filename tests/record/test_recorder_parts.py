@@ -38,3 +38,25 @@ def test_a_few_pieces_take_one_fetch_thread_and_many_take_them_all(tmp_path):
     assert fetch(2) == (2, 1)
     fetched, threads = fetch(12)
     assert fetched == 12 and threads >= 3  # of 4; a thread slow to wake may find too few left
+
+
+def test_what_is_queued_at_exit_is_stored_raw_and_compact_compresses_it(tmp_path):
+    from mneme_cc.record import compact_database
+    from mneme_cc.record.compact import chunk_names
+
+    harness = build("raw_at_exit", ["recorder/DatabaseWriter.cpp", "recorder/Options.cpp",
+                                    "src/SnapshotStore.cpp", "src/ContentHash.cpp",
+                                    "src/Sha256.cpp"], tmp_path, "-lzstd", "-lpthread")
+
+    def codecs(db) -> list[int]:
+        return [int.from_bytes((db / "chunks" / n[:2] / n).read_bytes()[12:16], "little")
+                for n in chunk_names(db)]
+
+    chunks, stored = map(int, run([str(harness), str(tmp_path / "raw"), "raw"]).stdout.split())
+    assert chunks == 16 and stored == 16 * ((64 << 10) + 56)  # every chunk, with its header
+    assert codecs(tmp_path / "raw") == [0] * 16
+    assert run([str(harness), str(tmp_path / "wait"), "wait"]).stdout.split() == ["0", "0"]
+    assert codecs(tmp_path / "wait") == [1] * 16
+    result = compact_database(tmp_path / "raw")
+    assert result.compacted == 16 and codecs(tmp_path / "raw") == [1] * 16
+    assert result.bytes_after < result.bytes_before // 100

@@ -77,6 +77,13 @@ std::string chunkPath(const Digest &Hash);
 bool writeChunk(const std::string &DbDir, const Digest &Hash, const void *Data,
                 size_t Size, int Level, uint64_t &StoredBytes, std::string &Error);
 
+// Compresses a chunk stored raw (a recording's exit stores what is still
+// queued that way) at Level, in place through a rename, so a reader sees
+// the old file or the new one.  Before and After are the file's sizes; a
+// chunk compressed already is left as it is.  The chunk is verified first.
+bool compactChunk(const std::string &DbDir, const Digest &Hash, int Level, uint64_t &Before,
+                  uint64_t &After, std::string &Error);
+
 // Reads and verifies a chunk (header, payload checksum, content hash).
 bool readChunk(const std::string &DbDir, const Digest &Hash, std::string &Out,
                std::string &Error);
