@@ -21,7 +21,8 @@ def compact(
     zstd_level: Annotated[int, typer.Option(
         "--zstd-level", metavar="L", help="zstd level: 1 to 19, or fast ones below 0.")] = 3,
     jobs: Annotated[Optional[int], typer.Option(
-        "--jobs", "-j", min=1, help="Chunks compressed at once (default: the processors).")] = None,
+        "--jobs", "-j", min=1,
+        help="Chunks compressed at once (default: the processors it may use).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
 ) -> None:
     """Compress every chunk DIR stores uncompressed, in place (each verified first and
@@ -39,7 +40,7 @@ def compact(
         print(f"{rdb}: {r.compacted} of {r.chunks} chunk(s) compressed, "
               f"{r.bytes_before / mib:.1f} MiB -> {r.bytes_after / mib:.1f} MiB "
               f"in {seconds:.1f} s")
-    if r.damaged:
-        more = f" (and {len(r.damaged) - 1} more)" if len(r.damaged) > 1 else ""
-        raise RecordDBError(f"{r.damaged[0]}{more}: left as it was; every other chunk "
-                            "is compacted")
+    if r.failed:
+        more = f" (and {len(r.failed) - 1} more)" if len(r.failed) > 1 else ""
+        raise RecordDBError(f"{r.failed[0]}{more}: {len(r.failed)} of {r.chunks} chunk(s) "
+                            "left as they were, the rest compacted")

@@ -29,18 +29,23 @@ class CompactResult:
     compacted: int = 0       # rewritten smaller
     bytes_before: int = 0    # the chunk files' sizes, summed
     bytes_after: int = 0
-    damaged: list[str] = field(default_factory=list)  # what could not be read, and why
+    failed: list[str] = field(default_factory=list)  # what could not be compacted, and why
 
 
 def chunk_names(path: Path) -> list[str]:
-    """The chunks a database stores (temporaries of a writer at work left out)."""
+    """The chunks a database stores: regular files under chunk names (a
+    writer's temporaries, links, FIFOs and directories left out)."""
     root = path / "chunks"
     if not root.is_dir():
         return []
-    return sorted(entry.name for shard in root.iterdir() if shard.is_dir()
-                  for entry in shard.iterdir()
-                  if _CHUNK_NAME.fullmatch(entry.name) and entry.name[:2] == shard.name
-                  and not entry.is_symlink())
+    names = []
+    for shard in os.scandir(root):
+        if not shard.is_dir(follow_symlinks=False):
+            continue
+        with os.scandir(shard.path) as entries:
+            names += [e.name for e in entries if _CHUNK_NAME.fullmatch(e.name)
+                      and e.name[:2] == shard.name and e.is_file(follow_symlinks=False)]
+    return sorted(names)
 
 
 def compact_database(path: str | Path, level: int = 3, jobs: int | None = None) -> CompactResult:
@@ -55,14 +60,14 @@ def compact_database(path: str | Path, level: int = 3, jobs: int | None = None) 
     def one(name: str) -> tuple[int, int, str | None]:
         try:
             return (*native().compact_chunk(str(db.path), name, level), None)
-        except ValueError as exc:
-            return 0, 0, str(exc)
+        except (ValueError, MemoryError) as exc:
+            return 0, 0, str(exc) or type(exc).__name__
 
-    with ThreadPoolExecutor(jobs or min(32, os.cpu_count() or 1)) as pool:
+    with ThreadPoolExecutor(jobs or min(32, len(os.sched_getaffinity(0)))) as pool:
         for before, after, error in pool.map(one, names):
             result.chunks += 1
             if error:
-                result.damaged.append(error)
+                result.failed.append(error)
                 continue
             result.bytes_before += before
             result.bytes_after += after

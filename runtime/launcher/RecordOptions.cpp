@@ -178,7 +178,9 @@ bool set(RecordOptions &O, const std::string &Name, const std::string &Value,
     // Negative levels are zstd's fast ones.
     std::string T = trimmed(Value);
     bool Negative = !T.empty() && T[0] == '-';
-    if (!parseWhole(Negative ? T.substr(1) : T, N) || N > (Negative ? 100 : 19))
+    if ((Negative && (T.size() < 2 || !isDigit(T[1]))) ||
+        !parseWhole(Negative ? T.substr(1) : T, N) || N > (Negative ? 100 : 19) ||
+        (Negative && N == 0))
       return Bad("is not a zstd level (-100, fastest, to 19; 0 stores chunks raw)");
     O.ZstdLevel = Negative ? -static_cast<int>(N) : static_cast<int>(N);
   }

@@ -451,8 +451,8 @@ void Recorder::finish() {
     WriterStats W = Instances.writerStats();
     if (W.RawAtExitBytes >= (64ULL << 20))
       Line += " (" + std::to_string(W.RawAtExitBytes >> 20) +
-              " MiB of it stored uncompressed at exit: `mneme compact -rdb " +
-              options().Database + "` compresses it)";
+              " MiB of it stored uncompressed at exit: `mneme compact -rdb '" +
+              options().Database + "'` compresses it)";
     report(Line);
   }
   if (options().Verbose) {

@@ -107,8 +107,12 @@ namespace {
 // Writes Pieces, in order, to a new temporary beside Path and moves it into
 // place (see writeFileAtomic).  With MakeDirectories, the directory is made
 // when it is missing.
+// ReplaceMode (a file replaced in place): the new file takes that mode and
+// reaches the disk before the rename, so a crash leaves the old file or a
+// complete new one.
 bool writePiecesAtomic(const std::string &Path, const std::string_view *Pieces, size_t Count,
-                       std::string &Error, bool Exclusive, bool MakeDirectories) {
+                       std::string &Error, bool Exclusive, bool MakeDirectories,
+                       int ReplaceMode = -1) {
   Error.clear();
   // Unique per process and call: concurrent writers never share a temporary.
   static std::atomic<uint64_t> Serial{0};
@@ -147,6 +151,12 @@ bool writePiecesAtomic(const std::string &Path, const std::string_view *Pieces, 
       if (Left[First].iov_len == 0)
         ++First;
     }
+  }
+  if (ReplaceMode >= 0 && (fchmod(Fd, static_cast<mode_t>(ReplaceMode)) != 0 || fsync(Fd) != 0)) {
+    Error = errnoText("cannot write", Tmp);
+    close(Fd);
+    unlink(Tmp.c_str());
+    return false;
   }
   close(Fd);
   if (Exclusive) {
@@ -229,12 +239,17 @@ bool readFile(const std::string &Path, std::string &Out, std::string &Error) {
 
 namespace {
 // Writes the chunk file for Data (Size bytes named Hash), compressed at
-// Level where that pays; Exclusive keeps a file already there.
+// Level where that pays; Exclusive keeps a file already there.  With
+// ReplaceMode (compacting a raw chunk) nothing is written unless
+// compression pays, and the new file takes that mode.
 bool storeChunkFile(const std::string &Path, const Digest &Hash, const void *Data, size_t Size,
-                    int Level, bool Exclusive, uint64_t &StoredBytes, std::string &Error) {
+                    int Level, bool Exclusive, uint64_t &StoredBytes, std::string &Error,
+                    int ReplaceMode = -1) {
   thread_local Compressor Zstd;
   std::string_view Payload = Level != 0 ? Zstd.compress(Data, Size, Level) : std::string_view();
   Codec C = Payload.empty() ? Codec::Raw : Codec::Zstd;
+  if (C == Codec::Raw && ReplaceMode >= 0)
+    return true; // raw already, and staying so
   // A raw payload is the chunk's content, so its checksum is the content
   // hash's low half, which the name carries: readChunk checks both.
   uint64_t Sum = Hash.Lo;
@@ -255,7 +270,8 @@ bool storeChunkFile(const std::string &Path, const Digest &Hash, const void *Dat
   put64(Header, Sum);
 
   const std::string_view Pieces[] = {Header, Payload};
-  if (!writePiecesAtomic(Path, Pieces, 2, Error, Exclusive, /*MakeDirectories=*/true)) {
+  if (!writePiecesAtomic(Path, Pieces, 2, Error, Exclusive, /*MakeDirectories=*/true,
+                         ReplaceMode)) {
     if (!Error.empty())
       return false;
     return true; // another writer stored it first
@@ -263,6 +279,9 @@ bool storeChunkFile(const std::string &Path, const Digest &Hash, const void *Dat
   StoredBytes = Header.size() + Payload.size();
   return true;
 }
+
+// The largest chunk a database holds (--chunk-size's bound).
+constexpr uint64_t LargestChunk = 1ULL << 30;
 } // namespace
 
 bool writeChunk(const std::string &DbDir, const Digest &Hash, const void *Data,
@@ -277,32 +296,55 @@ bool writeChunk(const std::string &DbDir, const Digest &Hash, const void *Data,
 
 bool compactChunk(const std::string &DbDir, const Digest &Hash, int Level, uint64_t &Before,
                   uint64_t &After, std::string &Error) {
+  Before = After = 0;
   std::string Path = DbDir + "/" + chunkPath(Hash);
-  int Fd = open(Path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Neither a link followed nor a FIFO waited on: only a regular file is a chunk.
+  int Fd = open(Path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (Fd < 0) {
     Error = errnoText("cannot read", Path);
     return false;
   }
-  char Header[ChunkHeaderSize];
   struct stat St;
-  ssize_t Got = pread(Fd, Header, sizeof Header, 0);
-  bool Stat = fstat(Fd, &St) == 0;
+  char Header[ChunkHeaderSize];
+  bool Regular = fstat(Fd, &St) == 0 && S_ISREG(St.st_mode);
+  ssize_t Got = Regular ? pread(Fd, Header, sizeof Header, 0) : -1;
   close(Fd);
-  Before = After = Stat ? static_cast<uint64_t>(St.st_size) : 0;
-  uint32_t CodecId = 0;
-  if (Got == static_cast<ssize_t>(sizeof Header))
-    std::memcpy(&CodecId, Header + 12, sizeof CodecId);
-  if (Got == static_cast<ssize_t>(sizeof Header) && std::memcmp(Header, ChunkMagic, 8) == 0 &&
-      CodecId != static_cast<uint32_t>(Codec::Raw))
-    return true; // compressed already (readChunk checks it when it is read)
+  if (!Regular) {
+    Error = Path + ": not a regular file, so not a chunk";
+    return false;
+  }
+  Before = After = static_cast<uint64_t>(St.st_size);
+  uint32_t Version = 0, CodecId = 0;
+  uint64_t RawSize = 0, StoredSize = 0;
+  if (Got == static_cast<ssize_t>(sizeof Header)) {
+    std::memcpy(&Version, Header + 8, 4);
+    std::memcpy(&CodecId, Header + 12, 4);
+    std::memcpy(&RawSize, Header + 16, 8);
+    std::memcpy(&StoredSize, Header + 24, 8);
+  }
+  if (Got != static_cast<ssize_t>(sizeof Header) || std::memcmp(Header, ChunkMagic, 8) != 0 ||
+      Version != FormatVersion) {
+    Error = Path + ": not a chunk of this format (bad header)";
+    return false;
+  }
+  if (CodecId != static_cast<uint32_t>(Codec::Raw))
+    return true; // compressed already (checked whenever it is read)
+  // Checked before reading it whole: a file's size is not to be trusted.
+  if (RawSize != StoredSize || RawSize > LargestChunk ||
+      Before != ChunkHeaderSize + StoredSize) {
+    Error = Path + ": chunk is corrupt (its size disagrees with its header)";
+    return false;
+  }
   std::string Data;
   if (!readChunk(DbDir, Hash, Data, Error))
     return false;
   uint64_t Stored = 0;
   // Through a rename: a reader opens the raw file or the compressed one.
   if (!storeChunkFile(Path, Hash, Data.data(), Data.size(), Level, /*Exclusive=*/false, Stored,
-                      Error))
+                      Error, static_cast<int>(St.st_mode & 07777))) {
+    Error = Path + ": cannot be rewritten (" + Error + ")";
     return false;
+  }
   After = Stored ? Stored : Before;
   return true;
 }

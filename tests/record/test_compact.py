@@ -37,10 +37,13 @@ def test_raw_chunks_are_compressed_in_place_and_read_back_the_same(tmp_path):
     names = chunk_names(db)
     before = {n: _native.read_chunk(str(db), n) for n in names}
     sizes = {n: (db / "chunks" / n[:2] / n).stat().st_size for n in names}
+    noise_inode = (db / "chunks" / noise[:2] / noise).stat().st_ino
+    private = next(n for n in names if n != noise)
+    (db / "chunks" / private[:2] / private).chmod(0o600)
     (db / "chunks" / names[0][:2] / f"{names[0]}.tmp.123.0").write_bytes(b"a writer at work")
     out = run(["mneme", "compact", "-rdb", str(db), "--json"])
     report = json.loads(out.stdout)
-    assert report["chunks"] == len(names) and not report["damaged"]
+    assert report["chunks"] == len(names) and not report["failed"]
     assert report["bytes_after"] < report["bytes_before"] == sum(sizes.values())
     shrunk = 0
     for n in names:
@@ -51,6 +54,8 @@ def test_raw_chunks_are_compressed_in_place_and_read_back_the_same(tmp_path):
         if len(before[n]) >= 4096:  # data chunks; the argument bytes are too few to pay
             assert codec(db, n) == (n != noise)
     assert report["compacted"] == shrunk >= len(names) - 2
+    assert (db / "chunks" / noise[:2] / noise).stat().st_ino == noise_inode  # not rewritten
+    assert (db / "chunks" / private[:2] / private).stat().st_mode & 0o777 == 0o600
     RecordDB(db).verify()
     # Compressed already: a second run rewrites nothing.
     again = compact_database(db)
@@ -71,6 +76,24 @@ def test_a_damaged_chunk_is_left_alone_and_named(tmp_path):
     assert path.read_bytes() == bytes(data)  # not replaced
     others = [n for n in chunk_names(db) if n not in (victim, noise)]
     assert sum(codec(db, n) == 1 for n in others) >= len(others) - 1
+
+
+def test_files_that_only_look_like_chunks(tmp_path):
+    """A FIFO is not waited on, a huge sparse file is not read whole, a
+    directory is not a chunk: each is named, the rest compacted."""
+    db, _ = raw_database(tmp_path)
+    shard = db / "chunks" / "ab"
+    shard.mkdir(exist_ok=True)
+    os.mkfifo(shard / ("ab" + "0" * 30))
+    huge = shard / ("ab" + "f" * 30)
+    huge.write_bytes(b"MNEMECK\0" + (1).to_bytes(4, "little") + bytes(44))
+    os.truncate(huge, 1 << 43)  # 8 TiB, sparse
+    (shard / ("ab" + "1" * 30)).mkdir()
+    proc = run(["mneme", "compact", "-rdb", str(db), "--json"], check=False, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.count("\n") == 1 and huge.name in proc.stderr
+    assert "size disagrees with its header" in proc.stderr
+    assert json.loads(proc.stdout)["compacted"] > 100
 
 
 def test_bad_compactions_are_one_line_errors(tmp_path):

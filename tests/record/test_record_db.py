@@ -297,6 +297,7 @@ def test_ls_rejects_what_is_not_a_database(tmp_path):
     (["--vass", "99999999T"], "not a size of virtual address space"),
     (["--zstd-level", "99"], "not a zstd level"),
     (["--zstd-level", "-101"], "not a zstd level (-100, fastest, to 19"),
+    (["--zstd-level", "- 5"], "not a zstd level"),
     (["--ranks", "0,x"], "not a rank list"),
     (["--vass", "lots"], "not a size"),
     (["--va-base", "0x1234"], "that is a multiple of 2 MiB"),
