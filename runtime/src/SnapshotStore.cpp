@@ -352,6 +352,16 @@ bool compactChunk(const std::string &DbDir, const Digest &Hash, int Level, uint6
 bool readChunk(const std::string &DbDir, const Digest &Hash, std::string &Out,
                std::string &Error) {
   std::string Path = DbDir + "/" + chunkPath(Hash);
+  // Sizes are checked before memory is taken for them: a database may be
+  // damaged or hostile.
+  struct stat St;
+  if (stat(Path.c_str(), &St) == 0 &&
+      (!S_ISREG(St.st_mode) || static_cast<uint64_t>(St.st_size) >
+                                   ChunkHeaderSize + ZSTD_compressBound(LargestChunk))) {
+    Error = Path + ": chunk is corrupt (" +
+            (S_ISREG(St.st_mode) ? "larger than any chunk" : "not a regular file") + ")";
+    return false;
+  }
   std::string File;
   if (!readFile(Path, File, Error))
     return false;
@@ -371,6 +381,11 @@ bool readChunk(const std::string &DbDir, const Digest &Hash, std::string &Out,
   if (Version != FormatVersion) {
     Error = Path + ": chunk format version " + std::to_string(Version) +
             " (this mneme-cc reads version " + std::to_string(FormatVersion) + ")";
+    return false;
+  }
+  if (RawSize > LargestChunk) {
+    Error = Path + ": chunk is corrupt (its header claims " + std::to_string(RawSize) +
+            " bytes, more than any chunk)";
     return false;
   }
   std::string_view Payload(File.data() + ChunkHeaderSize, File.size() - ChunkHeaderSize);

@@ -9,6 +9,7 @@ answer with one line on stderr and exit 2, or with their normal output.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -96,3 +97,25 @@ def assert_no_traceback(pristine: Path, tmp_path: Path, cases) -> None:
 def _instance_key(db: Path) -> str:
     """`<static>.<dynamic>` of the database's first instance."""
     return sorted((db / "index").glob("*.json"))[0].stem
+
+
+def test_a_chunk_s_claimed_size_is_checked_before_memory_is_taken(pristine, tmp_path):
+    """A chunk file of terabytes (sparse), or a header claiming terabytes of
+    raw bytes, is an error naming the file, not an allocation that fails."""
+    from mneme_cc.errors import RecordDBError
+    from mneme_cc.record import RecordDB
+    from mneme_cc.record.compact import chunk_names
+
+    db = tmp_path / "db"
+    shutil.copytree(pristine, db)
+    first, second = chunk_names(db)[:2]
+    huge = db / "chunks" / first[:2] / first
+    os.truncate(huge, 1 << 43)
+    lying = db / "chunks" / second[:2] / second
+    header = bytearray(lying.read_bytes())
+    header[12:16] = (1).to_bytes(4, "little")        # zstd
+    header[16:24] = (1 << 43).to_bytes(8, "little")  # raw size: 8 TiB
+    lying.write_bytes(bytes(header))
+    for name, says in ((first, "larger than any chunk"), (second, "more than any chunk")):
+        with pytest.raises(RecordDBError, match=says):
+            RecordDB(db).read_chunk(name)
