@@ -114,14 +114,21 @@ bool writePiecesAtomic(const std::string &Path, const std::string_view *Pieces, 
                        std::string &Error, bool Exclusive, bool MakeDirectories,
                        int ReplaceMode = -1) {
   Error.clear();
-  // Unique per process and call: concurrent writers never share a temporary.
+  // A temporary of its own: named per process and call, and created
+  // exclusively, since processes on two hosts sharing a file system may
+  // have the same pid (or a crash may have left one).
   static std::atomic<uint64_t> Serial{0};
-  std::string Tmp = Path + ".tmp." + std::to_string(getpid()) + "." +
-                    std::to_string(Serial++);
-  int Fd = open(Tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (Fd < 0 && errno == ENOENT && MakeDirectories &&
-      makeDirectories(Path.substr(0, Path.rfind('/')), Error))
-    Fd = open(Tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  std::string Tmp;
+  int Fd = -1;
+  for (int Try = 0; Try < 64 && Fd < 0; ++Try) {
+    Tmp = Path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(Serial++);
+    Fd = open(Tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (Fd < 0 && errno == ENOENT && MakeDirectories && Try == 0 &&
+        makeDirectories(Path.substr(0, Path.rfind('/')), Error))
+      Fd = open(Tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (Fd < 0 && errno != EEXIST)
+      break;
+  }
   if (Fd < 0) {
     if (Error.empty())
       Error = errnoText("cannot write", Tmp);

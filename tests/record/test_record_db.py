@@ -168,6 +168,31 @@ def test_concurrent_writers_share_one_store(tmp_path):
         _native.read_chunk(str(tmp_path), f.name)   # every one whole
 
 
+def _write_beside_same_pid_temporaries(db: str) -> None:
+    """As if a process of the same pid on another host were writing the
+    same chunk: its temporaries are there first, and stay its own."""
+    import os
+
+    data = bytes(range(256)) * 64
+    path = Path(db) / "chunks" / _native.content_hash(data)[:2] / _native.content_hash(data)
+    path.parent.mkdir(parents=True)
+    theirs = [path.with_name(f"{path.name}.tmp.{os.getpid()}.{n}") for n in range(8)]
+    for t in theirs:
+        t.write_bytes(b"another host's bytes")
+    digest, _ = _native.write_chunk(db, data, 1)
+    assert _native.read_chunk(db, digest) == data
+    assert [t.read_bytes() for t in theirs] == [b"another host's bytes"] * 8
+
+
+def test_a_temporary_is_never_shared(tmp_path):
+    _native.init_database(str(tmp_path))
+    ctx = multiprocessing.get_context("spawn")  # a fresh process: its first temporaries
+    p = ctx.Process(target=_write_beside_same_pid_temporaries, args=(str(tmp_path),))
+    p.start()
+    p.join()
+    assert p.exitcode == 0
+
+
 def _rewrite(path: str, fill: int) -> None:
     for _ in range(300):
         _native.write_file_atomic(path, bytes([fill]) * 200000)
