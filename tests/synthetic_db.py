@@ -20,6 +20,11 @@ CHUNK = 4096
 PROLOGUE, EPILOGUE, IMAGE = 1, 2, 3
 
 
+def chunk_codec(db: Path, name: str) -> int:
+    """How a chunk file is stored: 0 raw, 1 zstd (its header's codec field)."""
+    return int.from_bytes((db / "chunks" / name[:2] / name).read_bytes()[12:16], "little")
+
+
 def _chunks(db: Path, data: bytes) -> list[tuple[int, str]]:
     refs = []
     for index in range(0, max(1, (len(data) + CHUNK - 1) // CHUNK)):

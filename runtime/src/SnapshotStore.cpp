@@ -289,6 +289,40 @@ bool storeChunkFile(const std::string &Path, const Digest &Hash, const void *Dat
 
 // The largest chunk a database holds (--chunk-size's bound).
 constexpr uint64_t LargestChunk = 1ULL << 30;
+
+struct ChunkHeader {
+  uint32_t Codec = 0;
+  uint64_t RawSize = 0, StoredSize = 0, Lo = 0, Hi = 0, Sum = 0;
+};
+
+// The header at the start of File (a chunk file, or its first bytes),
+// checked: magic, format version, a raw size no chunk exceeds.
+bool parseChunkHeader(std::string_view File, const std::string &Path, ChunkHeader &H,
+                      std::string &Error) {
+  Reader R{File};
+  char Magic[8];
+  uint32_t Version;
+  if (!R.take(Magic, 8) || !R.u32(Version) || !R.u32(H.Codec) || !R.u64(H.RawSize) ||
+      !R.u64(H.StoredSize) || !R.u64(H.Lo) || !R.u64(H.Hi) || !R.u64(H.Sum)) {
+    Error = Path + ": truncated chunk header";
+    return false;
+  }
+  if (std::memcmp(Magic, ChunkMagic, 8) != 0) {
+    Error = Path + ": not a mneme chunk (bad magic)";
+    return false;
+  }
+  if (Version != FormatVersion) {
+    Error = Path + ": chunk format version " + std::to_string(Version) +
+            " (this mneme-cc reads version " + std::to_string(FormatVersion) + ")";
+    return false;
+  }
+  if (H.RawSize > LargestChunk) {
+    Error = Path + ": chunk is corrupt (its header claims " + std::to_string(H.RawSize) +
+            " bytes, more than any chunk)";
+    return false;
+  }
+  return true;
+}
 } // namespace
 
 bool writeChunk(const std::string &DbDir, const Digest &Hash, const void *Data,
@@ -321,24 +355,13 @@ bool compactChunk(const std::string &DbDir, const Digest &Hash, int Level, uint6
     return false;
   }
   Before = After = static_cast<uint64_t>(St.st_size);
-  uint32_t Version = 0, CodecId = 0;
-  uint64_t RawSize = 0, StoredSize = 0;
-  if (Got == static_cast<ssize_t>(sizeof Header)) {
-    std::memcpy(&Version, Header + 8, 4);
-    std::memcpy(&CodecId, Header + 12, 4);
-    std::memcpy(&RawSize, Header + 16, 8);
-    std::memcpy(&StoredSize, Header + 24, 8);
-  }
-  if (Got != static_cast<ssize_t>(sizeof Header) || std::memcmp(Header, ChunkMagic, 8) != 0 ||
-      Version != FormatVersion) {
-    Error = Path + ": not a chunk of this format (bad header)";
+  ChunkHeader H;
+  if (!parseChunkHeader(std::string_view(Header, Got > 0 ? Got : 0), Path, H, Error))
     return false;
-  }
-  if (CodecId != static_cast<uint32_t>(Codec::Raw))
+  if (H.Codec == static_cast<uint32_t>(Codec::Zstd))
     return true; // compressed already (checked whenever it is read)
   // Checked before reading it whole: a file's size is not to be trusted.
-  if (RawSize != StoredSize || RawSize > LargestChunk ||
-      Before != ChunkHeaderSize + StoredSize) {
+  if (H.RawSize != H.StoredSize || Before != ChunkHeaderSize + H.StoredSize) {
     Error = Path + ": chunk is corrupt (its size disagrees with its header)";
     return false;
   }
@@ -372,50 +395,30 @@ bool readChunk(const std::string &DbDir, const Digest &Hash, std::string &Out,
   std::string File;
   if (!readFile(Path, File, Error))
     return false;
-  Reader R{File};
-  char Magic[8];
-  uint32_t Version, CodecId;
-  uint64_t RawSize, StoredSize, Lo, Hi, Sum;
-  if (!R.take(Magic, 8) || !R.u32(Version) || !R.u32(CodecId) || !R.u64(RawSize) ||
-      !R.u64(StoredSize) || !R.u64(Lo) || !R.u64(Hi) || !R.u64(Sum)) {
-    Error = Path + ": truncated chunk header";
+  ChunkHeader H;
+  if (!parseChunkHeader(File, Path, H, Error))
     return false;
-  }
-  if (std::memcmp(Magic, ChunkMagic, 8) != 0) {
-    Error = Path + ": not a mneme chunk (bad magic)";
-    return false;
-  }
-  if (Version != FormatVersion) {
-    Error = Path + ": chunk format version " + std::to_string(Version) +
-            " (this mneme-cc reads version " + std::to_string(FormatVersion) + ")";
-    return false;
-  }
-  if (RawSize > LargestChunk) {
-    Error = Path + ": chunk is corrupt (its header claims " + std::to_string(RawSize) +
-            " bytes, more than any chunk)";
-    return false;
-  }
   std::string_view Payload(File.data() + ChunkHeaderSize, File.size() - ChunkHeaderSize);
-  if (Payload.size() != StoredSize) {
+  if (Payload.size() != H.StoredSize) {
     Error = Path + ": truncated chunk (" + std::to_string(Payload.size()) + " of " +
-            std::to_string(StoredSize) + " payload bytes)";
+            std::to_string(H.StoredSize) + " payload bytes)";
     return false;
   }
-  if (Lo != Hash.Lo || Hi != Hash.Hi || checksum(Payload) != Sum) {
+  if (H.Lo != Hash.Lo || H.Hi != Hash.Hi || checksum(Payload) != H.Sum) {
     Error = Path + ": chunk is corrupt (checksum mismatch)";
     return false;
   }
-  if (CodecId == static_cast<uint32_t>(Codec::Raw)) {
+  if (H.Codec == static_cast<uint32_t>(Codec::Raw)) {
     Out.assign(Payload);
-  } else if (CodecId == static_cast<uint32_t>(Codec::Zstd)) {
-    Out.resize(RawSize);
-    size_t N = ZSTD_decompress(Out.data(), RawSize, Payload.data(), Payload.size());
-    if (ZSTD_isError(N) || N != RawSize) {
+  } else if (H.Codec == static_cast<uint32_t>(Codec::Zstd)) {
+    Out.resize(H.RawSize);
+    size_t N = ZSTD_decompress(Out.data(), H.RawSize, Payload.data(), Payload.size());
+    if (ZSTD_isError(N) || N != H.RawSize) {
       Error = Path + ": chunk does not decompress";
       return false;
     }
   } else {
-    Error = Path + ": unknown chunk codec " + std::to_string(CodecId);
+    Error = Path + ": unknown chunk codec " + std::to_string(H.Codec);
     return false;
   }
   if (content_hash::hash(Out.data(), Out.size()) != Hash) {

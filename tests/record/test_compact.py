@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 from conftest import run
+from synthetic_db import chunk_codec as codec
 from synthetic_db import make_database
 
 from mneme_cc import _native
@@ -26,10 +27,6 @@ def raw_database(tmp_path):
         assert _native.write_chunk(str(db), data, 0)[0] == name  # raw
     noise, _ = _native.write_chunk(str(db), np.random.default_rng(1).bytes(1 << 16), 0)
     return db, noise
-
-
-def codec(db, name):
-    return int.from_bytes((db / "chunks" / name[:2] / name).read_bytes()[12:16], "little")
 
 
 def test_raw_chunks_are_compressed_in_place_and_read_back_the_same(tmp_path):

@@ -41,6 +41,8 @@ def test_a_few_pieces_take_one_fetch_thread_and_many_take_them_all(tmp_path):
 
 
 def test_what_is_queued_at_exit_is_stored_raw_and_compact_compresses_it(tmp_path):
+    from synthetic_db import chunk_codec
+
     from mneme_cc.record import compact_database
     from mneme_cc.record.compact import chunk_names
 
@@ -49,8 +51,7 @@ def test_what_is_queued_at_exit_is_stored_raw_and_compact_compresses_it(tmp_path
                                     "src/Sha256.cpp"], tmp_path, "-lzstd", "-lpthread")
 
     def codecs(db) -> list[int]:
-        return [int.from_bytes((db / "chunks" / n[:2] / n).read_bytes()[12:16], "little")
-                for n in chunk_names(db)]
+        return [chunk_codec(db, n) for n in chunk_names(db)]
 
     chunks, stored = map(int, run([str(harness), str(tmp_path / "raw"), "raw"]).stdout.split())
     assert chunks == 16 and stored == 16 * ((64 << 10) + 56)  # every chunk, with its header
