@@ -10,7 +10,12 @@ Four parts, each run alternately with native so that drift hits both sides:
   fresh database each run) / native, its instances and snapshot bytes, and
   where the recorder's time went (its `-v` summary); then the median and
   worst ratio over them; with `--loaded`, also the ratio with a `--kernels`
-  filter that drops every kernel (the recorder's presence without instances);
+  filter that drops every kernel (the recorder's presence without instances),
+  and, from `-v` runs of both alternating with native, the median of each
+  stretch of the run (the application's start, the CUDA context, the run to
+  its exit, the wait for the writer, CUDA's teardown) with and without
+  instances, so that what the instances add is set against the spread of
+  the parts they do not touch;
 - with `--sample` (bench/record_sample.cu, built by scripts/build-gpu-carry):
   the cost of a launch that is not recorded (the slope over two launch counts,
   once with a `--kernels` filter that drops every kernel, once past the
@@ -110,6 +115,7 @@ def application(runner: Runner, app: list[str], repeats: int, loaded: bool) -> f
         native_again, none, _, _ = alternate(runner, app, repeats, NONE)
         print(f"{'':16s} with {NONE}: ratio "
               f"{statistics.median(none) / statistics.median(native_again):5.3f}")
+        stretches(runner, app, repeats)
     # Where it went (docs/record.md): the recorder's own lines of the -v run.
     for pattern in (r"recording took (.*)", r"(\d+ instance\(s\) took .*)",
                     r"the instances' time on the application's threads, (by phase.*)",
@@ -117,6 +123,44 @@ def application(runner: Runner, app: list[str], repeats: int, loaded: bool) -> f
         if found := re.search(pattern, verbose):
             print(f"{'':16s} {found.group(1)}")
     return r / n
+
+
+#: The -v lines each stretch of a recorded run is read from (ms).
+TIMELINE = {"started": r"recording started ([\d.]+)", "context": r"recorder's start took ([\d.]+) ms",
+            "exited": r"application exited at ([\d.]+)", "done": r"writer done at ([\d.]+)",
+            "ran": r"application ran ([\d.]+) ms",
+            "instances": r"instance\(s\) took ([\d.]+) ms on the application's threads"}
+
+
+def timeline(verbose: str) -> dict[str, float] | None:
+    """A recorded run's stretches in ms, from its -v lines (None if one is missing)."""
+    found = {k: re.search(p, verbose) for k, p in TIMELINE.items()}
+    if not all(found.values()):
+        return None
+    t = {k: float(m.group(1)) for k, m in found.items()}
+    return {"application's start": t["started"], "CUDA context": t["context"],
+            "run to exit": t["exited"] - t["started"] - t["context"],
+            "writer at exit": t["done"] - t["exited"], "teardown": t["ran"] - t["done"],
+            "on the app's threads": t["instances"]}
+
+
+def stretches(runner: Runner, app: list[str], repeats: int) -> None:
+    """Medians of each stretch, default against nothing recorded, -v runs alternating."""
+    runs: dict[str, list[dict[str, float]]] = {"default": [], NONE: []}
+    for _ in range(repeats):
+        for flags in (("-v",), ("-v", NONE)):
+            _, _, verbose, db = runner.recorded(app, *flags)
+            shutil.rmtree(db)
+            if (t := timeline(verbose)) is not None:
+                runs["default" if len(flags) == 1 else NONE].append(t)
+    if not all(runs.values()):
+        print(f"{'':16s} (no -v timeline to break down)")
+        return
+    medians = {v: {k: statistics.median(t[k] for t in ts) for k in ts[0]}
+               for v, ts in runs.items()}
+    print(f"{'':16s} stretches, median ms, default / {NONE} (difference): " + ", ".join(
+        f"{k} {medians['default'][k]:.1f} / {medians[NONE][k]:.1f} "
+        f"({medians['default'][k] - medians[NONE][k]:+.1f})" for k in medians["default"]))
 
 
 def sample(runner: Runner, path: str, repeats: int, launches: tuple[int, int]) -> None:
