@@ -153,8 +153,6 @@ def main() -> None:
     parser.add_argument("--askers", type=int, help="asker processes per study (mneme tune's "
                         "default when not given)")
     parser.add_argument("--devices", help="GPU ordinals for every study, e.g. 0,1")
-    parser.add_argument("--no-spare-worker", action="store_true",
-                        help="no spare replay worker (mneme tune --no-spare-worker)")
     parser.add_argument("--no-race", action="store_true",
                         help="time every trial in full (mneme tune --no-race)")
     parser.add_argument("--warm-start", action="store_true",
@@ -162,8 +160,7 @@ def main() -> None:
     a = parser.parse_args()
     EXTRA.extend([*(["--askers", str(a.askers)] if a.askers is not None else []),
                   *(["--devices", a.devices] if a.devices else []),
-                  *(["--no-race"] if a.no_race else []),
-                  *(["--no-spare-worker"] if a.no_spare_worker else [])])
+                  *(["--no-race"] if a.no_race else [])])
     wanted = set(a.only.split(",")) if a.only else None
     rows = []
     measure = warm_start_check if a.warm_start else study

@@ -81,10 +81,6 @@ def tune(
         "--race/--no-race",
         help="Stop timing a trial after 3 launches when each was slower than 1.25x the "
              "best so far (its time then comes from those 3).")] = True,
-    spare_worker: Annotated[bool, typer.Option(
-        "--spare-worker/--no-spare-worker",
-        help="Once a fault or a hang has restarted a GPU's replay worker, keep a second "
-             "one restored on that GPU (where it has room) to take over at the next.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summaries as JSON.")] = False,
 ) -> None:
     """Search configurations of recorded instances; keep the best verified one."""
@@ -114,7 +110,7 @@ def tune(
             iterations=iterations, warmup=warmup, storage=storage,
             study_name=study, resume=resume, seed=seed, out_dir=out,
             verify=policies_file(verify), allow_numerics_change=allow_numerics_change,
-            warm_start=warm_start, race=race, spare_worker=spare_worker)
+            warm_start=warm_start, race=race)
         summaries.append(_tune_one(inst, settings, Tuner, interactive))
     if not interactive:
         print(json.dumps(summaries if len(summaries) > 1 else summaries[0], indent=2))

@@ -10,10 +10,8 @@ Every trial ends in one outcome (mneme_cc.replay.outcome). A trial that runs
 past `trial_timeout` gets its worker killed; a compile past
 `compile_timeout` gets its compile process killed; a kernel fault or a dead
 worker is a runtime_error; each time a fresh process takes over and the
-executor goes on (after the first restart of a GPU's worker, a spare
-restored ahead of time, where the GPU has room: tune.workers.GpuWorker).
-`cancel()` ends everything in flight at once (a study's deadline): queued
-work and the work of killed processes end `cancelled`.
+executor goes on. `cancel()` ends everything in flight at once (a study's
+deadline): queued work and the work of killed processes end `cancelled`.
 """
 
 from __future__ import annotations
@@ -73,8 +71,7 @@ class ReplayExecutor:
 
     def __init__(self, instance, devices=(0,), compile_workers: int | None = None,
                  cache_dir: str | Path | None = None, trial_timeout: float = 60.0,
-                 compile_timeout: float = 60.0, start_timeout: float = 600.0,
-                 spare_workers: bool = True):
+                 compile_timeout: float = 60.0, start_timeout: float = 600.0):
         args = (str(instance.db.path), instance.name, str(cache_dir) if cache_dir else None)
         self.trial_timeout, self.compile_timeout = trial_timeout, compile_timeout
         # The time a trial must beat to be timed in full (the tuner sets it).
@@ -96,8 +93,7 @@ class ReplayExecutor:
             for _ in range(compile_workers or os.cpu_count() or 1):
                 self.compilers.append(Worker(*args, start_timeout=start_timeout, wait=False))
             for d in devices:
-                self.workers.append(GpuWorker(*args, d, start_timeout=start_timeout,
-                                              spare=spare_workers))
+                self.workers.append(GpuWorker(*args, d, start_timeout=start_timeout))
             for worker in self.compilers:
                 worker.ready()
         except BaseException:

@@ -38,9 +38,6 @@ class TuneSettings:
     # A trial whose first timed launches are all slower than RACE_MARGIN x the
     # best so far stops timing (LaunchTimer); one-objective time studies only.
     race: bool = True
-    # After a fault or a hang restarted a GPU's worker, keep a second one
-    # restored on that GPU to take over at once (tune.workers.GpuWorker).
-    spare_worker: bool = True
 
 
 #: Timed launches per trial when the study is not told: enough to cover

@@ -204,8 +204,7 @@ class Tuner:
             if s.sampler == "exhaustive" else s.trials
         with self.executor(self.instance, devices=s.devices, compile_workers=s.compile_workers,
                             cache_dir=s.cache_dir, trial_timeout=s.trial_timeout,
-                            compile_timeout=s.compile_timeout,
-                            spare_workers=s.spare_worker) as ex:
+                            compile_timeout=s.compile_timeout) as ex:
             self.time_spent["startup"] = time.perf_counter() - begun
             self.baseline = self._within_deadline(ex, self.space.baseline())
             chosen = study_timed_launches(self.study, s, self.baseline.median_ms)

@@ -110,7 +110,7 @@ def _gpu_main(conn, db_path: str, name: str, cache_dir: str | None, ordinal: int
     except MnemeError as exc:
         conn.send({"fatal": str(exc)})
         return
-    conn.send({"ready": replayer.device.arch, "memory": replayer.device.memory()})
+    conn.send({"ready": replayer.device.arch})
     for message in _messages(conn):
         config_json, stop_above_ms = message
         config = ReplayConfig.from_json(config_json)
@@ -152,14 +152,11 @@ class Worker:
         self._state = threading.Lock()
         self.process: Any = None
         self.hello: Any = None
-        self.memory: tuple[int, int] | None = None  # (free, total) the process saw when ready
         self._launch()
         if wait:
             self.ready()
 
-    def _start(self, keep: Callable[[Any, Any], None]) -> None:
-        """Starts a process and hands it with its pipe to `keep`, under the
-        state lock, so that cancel() kills whatever was started."""
+    def _launch(self) -> None:
         conn, child = _SPAWN.Pipe()
         process = _SPAWN.Process(target=self.target, args=(child, *self.args), daemon=True)
         with self._state:
@@ -168,34 +165,21 @@ class Worker:
                 child.close()
                 raise MnemeError(f"{self.label}: cancelled")
             process.start()
-            keep(conn, process)
-        child.close()
-
-    def _launch(self) -> None:
-        def keep(conn, process):
             self.conn, self.process = conn, process
-        self._start(keep)
+        child.close()
         self.restarts += 1
 
     def ready(self) -> None:
-        self.hello, self.memory = self._hello(self.conn, self.process)
-
-    def _hello(self, conn, process) -> tuple[Any, tuple[int, int] | None]:
-        """What a starting process says when ready; a process that does not
-        start in time is killed."""
-        if not conn.poll(self.start_timeout):
-            process.kill()
-            process.join()
-            conn.close()
+        if not self.conn.poll(self.start_timeout):
+            self._kill()
             raise MnemeError(f"{self.label}: did not start within {self.start_timeout:.0f} s")
         try:
-            hello = conn.recv()
+            hello = self.conn.recv()
         except (EOFError, OSError):
             raise MnemeError(f"{self.label}: died while starting") from None
         if "fatal" in hello:
             raise MnemeError(hello["fatal"])
-        memory = hello.get("memory")
-        return hello["ready"], tuple(memory) if memory else None
+        self.hello = hello["ready"]
 
     @property
     def label(self) -> str:
@@ -272,83 +256,10 @@ class Worker:
 
 
 class GpuWorker(Worker):
-    """The replay worker of one GPU.
-
-    Once a kernel fault or a hang has cost it a restart (a new process
-    restores the instance: a second or more with the GPU idle), it keeps a spare: a
-    second process that restores the instance while this one replays, and
-    takes over at the next fault at once, the faulted process left to exit
-    on its own. A spare is kept only where the GPU has room for the instance
-    twice, with SPARE_HEADROOM over; its restore overlaps the trials timed
-    meanwhile, which it may slow but never speeds up. Studies without faults
-    never start one."""
+    """The replay worker of one GPU."""
 
     target = staticmethod(_gpu_main)
     what = "replay worker"
-    SPARE_HEADROOM = 1 << 30  # bytes, or a quarter of what is in use, whichever is more
-
-    def __init__(self, *args, spare: bool = True, **kwargs):
-        self.spare_allowed = spare
-        self.spare: tuple[Any, Any] | None = None  # (pipe, process): restoring, or ready
-        super().__init__(*args, **kwargs)
-
-    def _restart(self) -> str | None:
-        with self._state:
-            spare, self.spare = self.spare, None
-        if spare is None:
-            why = super()._restart()
-            if why is None:
-                self._start_spare()
-            return why
-        # The spare takes over; the faulted process's exit is not waited for.
-        self.process.kill()
-        self.conn.close()
-        threading.Thread(target=self.process.join, daemon=True).start()
-        with self._state:
-            self.conn, self.process = spare
-            if self.cancelled:  # cancel() came between: it did not see this process
-                self.process.kill()
-        self.restarts += 1
-        try:
-            self.ready()
-        except MnemeError:  # the spare failed to start: a fresh process, as without one
-            return super()._restart()
-        self._start_spare()
-        return None
-
-    def _start_spare(self) -> None:
-        """Starts a spare where the GPU has room for it."""
-        if not self.spare_allowed or self.memory is None or self.cancelled:
-            return
-        free, total = self.memory
-        in_use = total - free  # this process's share and any other's: an upper bound
-        if free < in_use + max(in_use // 4, self.SPARE_HEADROOM):
-            return
-
-        def keep(conn, process):
-            self.spare = (conn, process)
-        try:
-            self._start(keep)
-        except MnemeError:  # cancelled meanwhile
-            pass
-
-    def _end_spare(self, wait: bool) -> None:
-        with self._state:
-            spare, self.spare = self.spare, None
-        if spare is not None:
-            conn, process = spare
-            process.kill()
-            conn.close()
-            if wait:
-                process.join()
-
-    def cancel(self) -> None:
-        super().cancel()
-        self._end_spare(wait=False)
-
-    def close(self) -> None:
-        self._end_spare(wait=not self.cancelled)
-        super().close()
 
     @property
     def label(self) -> str:

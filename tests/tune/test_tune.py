@@ -717,61 +717,6 @@ def test_a_worker_that_cannot_be_restarted_answers_died_and_never_raises(tmp_pat
         worker.close()
 
 
-def _faulting_worker(free: int):
-    from tune_doubles import faulting_worker_main
-
-    from mneme_cc.tune.workers import GpuWorker
-
-    class Faulting(GpuWorker):
-        target = staticmethod(faulting_worker_main)
-
-    return Faulting(free, "x", None, 0)
-
-
-def _fault(worker) -> None:
-    kind, reply = worker.ask("fault", 30, restart_if=lambda r: r["outcome"] == "runtime_error")
-    assert kind == "reply" and reply["outcome"] == "runtime_error"
-
-
-def test_a_replay_worker_keeps_a_spare_once_a_fault_restarted_it():
-    worker = _faulting_worker(60 << 30)  # 20 of 80 GiB in use: room for a second instance
-    try:
-        first = worker.ask("pid", 30)[1]["pid"]
-        assert worker.spare is None  # no fault yet: no second process
-        _fault(worker)
-        second = worker.ask("pid", 30)[1]["pid"]
-        assert second != first and worker.spare is not None
-        spare = worker.spare[1]
-        _fault(worker)
-        assert worker.ask("pid", 30)[1]["pid"] == spare.pid  # the spare took over
-        assert worker.restarts == 2 and worker.spare[1].pid not in (first, second, spare.pid)
-        assert worker.memory == (60 << 30, 80 << 30)
-        last = worker.spare[1]
-    finally:
-        worker.close()
-    last.join(10)
-    assert not last.is_alive()  # closing the worker ends its spare
-
-
-def test_a_replay_worker_keeps_no_spare_without_room_and_cancel_ends_one():
-    worker = _faulting_worker(30 << 30)  # 50 GiB in use, 30 free: no room for another
-    try:
-        _fault(worker)
-        assert worker.ask("pid", 30)[0] == "reply" and worker.spare is None
-    finally:
-        worker.close()
-    worker = _faulting_worker(60 << 30)
-    try:
-        _fault(worker)
-        spare = worker.spare[1]
-        worker.cancel()
-        spare.join(10)
-        assert not spare.is_alive() and worker.spare is None
-        assert worker.ask("pid", 30)[0] == "died"
-    finally:
-        worker.close()
-
-
 def test_damaged_trial_lines_are_left_out_and_counted_everywhere(instance, tmp_path):
     tune(instance, tmp_path, space="quick", trials=6, out_dir=instance.db.path / "tune" / "one")
     trials = instance.db.path / "tune" / "one" / "trials.jsonl"

@@ -27,7 +27,7 @@ class FakeExecutor:
     submitted: list[ReplayConfig] = []
 
     def __init__(self, instance, devices, compile_workers, cache_dir, trial_timeout,
-                 compile_timeout, spare_workers=True):
+                 compile_timeout):
         self.workers, self.restarts = list(devices), 0
         self.probe_compile_seconds = 0.0
 
@@ -134,16 +134,3 @@ def flaky_worker_main(conn, marker: str, *_):
     while (message := conn.recv()) is not None:
         conn.send({"outcome": "runtime_error", "echo": message})
         os._exit(3)
-
-
-def faulting_worker_main(conn, free: int, *_):
-    """A replay worker that says its pid, and faults (exits once it has said
-    so) when asked to; it reports `free` of 80 GiB free when ready."""
-    import os
-
-    conn.send({"ready": "sm_90", "memory": (free, 80 << 30)})
-    while (message := conn.recv()) is not None:
-        if message == "fault":
-            conn.send({"outcome": "runtime_error"})
-            os._exit(3)
-        conn.send({"outcome": "verified", "pid": os.getpid()})

@@ -104,11 +104,6 @@ class Device:
         attr = getattr(drv.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name.upper()}")
         return int(check(drv.cuDeviceGetAttribute(attr, self.handle), what))
 
-    def memory(self) -> tuple[int, int]:
-        """(free, total) bytes of the GPU's memory, as the driver sees them now."""
-        free, total = check(_driver().cuMemGetInfo(), "reading the GPU's free memory")
-        return int(free), int(total)
-
     # -- device memory (outside the window) --------------------------------
 
     def alloc(self, size: int, what: str) -> int:
