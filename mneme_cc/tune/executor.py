@@ -21,6 +21,7 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +77,10 @@ class ReplayExecutor:
         self.trial_timeout, self.compile_timeout = trial_timeout, compile_timeout
         # The time a trial must beat to be timed in full (the tuner sets it).
         self.race_above_ms: float | None = None
+        # Why a trial's configuration should no longer run, checked as it
+        # reaches the GPU, or None (the tuner sets it: what the study learned
+        # while the trial was compiled and queued).
+        self.veto: Callable[[ReplayConfig], str | None] | None = None
         # Set once the contraction probe has explained a failure: from then on,
         # while trials wait for a GPU, a compile process that has compiled a
         # trial also compiles what its probe would run (mneme_cc.tune.workers).
@@ -212,6 +217,10 @@ class ReplayExecutor:
         stages = {"compile_seconds": seconds, "queue_seconds": time.perf_counter() - compiled_at}
         if self._cancelled.is_set():
             self._settle(future, self._cancelled_result(config, started, **stages))
+            return
+        if config.baseline is None and self.veto is not None and (why := self.veto(config)):
+            self._settle(future, TrialResult(oc.INFEASIBLE, config, error=why, **stages,
+                                             seconds=time.perf_counter() - started))
             return
         self._current[threading.get_ident()] = (config, started, future)
         # A worker whose kernel faulted has lost its context: it is replaced.

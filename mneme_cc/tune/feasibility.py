@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from dataclasses import dataclass
 
 from mneme_cc.replay import outcome as oc
@@ -93,9 +94,11 @@ class FaultingGeometries:
     worker's restart. Once configurations of two different compile settings
     have faulted with blocks above the recorded size (so that the block, not
     one compile, is the likely cause), blocks at least as large as the
-    smallest at which two settings have faulted are not run."""
+    smallest at which two settings have faulted are not run. The executor
+    asks too, from its GPU threads, as a queued trial reaches the GPU."""
 
     def __init__(self, grid: tuple[int, int, int], block: tuple[int, int, int]):
+        self._lock = threading.Lock()
         self.recorded = (tuple(grid), tuple(block))
         self.threads = math.prod(block)
         self.faulted: dict[tuple, str] = {}  # (grid, block) -> the error
@@ -111,20 +114,23 @@ class FaultingGeometries:
         if outcome == oc.RUNTIME_ERROR and geometry != self.recorded and "CUDA_ERROR_" in error \
                 and not error.startswith(oc.PROBE_FAULT):
             said = error.splitlines()[0][:120]
-            self.faulted.setdefault(geometry, said)
             threads = math.prod(geometry[1])
             compiled = json.dumps(config.compile_fields(), sort_keys=True, default=str)
-            if threads > self.threads and threads < self.above.get(compiled, (math.inf,))[0]:
-                self.above[compiled] = (threads, said)
+            with self._lock:
+                self.faulted.setdefault(geometry, said)
+                if threads > self.threads and threads < self.above.get(compiled, (math.inf,))[0]:
+                    self.above[compiled] = (threads, said)
 
     def reason(self, config: ReplayConfig) -> str | None:
         geometry = self._geometry(config)
-        error = self.faulted.get(geometry)
+        with self._lock:
+            error = self.faulted.get(geometry)
+            above = sorted(self.above.values())
         if error is not None:
             return f"grid {geometry[0]}, block {geometry[1]} faulted earlier in this study ({error})"
-        if len(self.above) >= 2:
+        if len(above) >= 2:
             # The smallest block at which two compile settings have faulted.
-            threads, said = sorted(self.above.values())[1]
+            threads, said = above[1]
             if math.prod(geometry[1]) >= threads:
                 return (f"blocks of {threads} threads or more faulted earlier in this study "
                         f"({said}); larger blocks are not run")

@@ -218,6 +218,8 @@ class Tuner:
             self.time_spent["baselines"] = time.perf_counter() - begun \
                 - self.time_spent["startup"]
             self.started = time.perf_counter()
+            # A trial queued before a fault ruled its geometry out is not run either.
+            ex.veto = self.faulting.reason
             in_flight: dict[Any, tuple] = {}  # future -> (trial, params, config, its key)
             try:
                 self.askers = askers.start(self)

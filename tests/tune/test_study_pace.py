@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import optuna
@@ -98,6 +99,7 @@ def test_a_geometry_that_faulted_is_not_run_again():
     assert "blocks of 512 threads or more faulted" in reason and "larger blocks" in reason
     assert seen.reason(ReplayConfig(grid=(8, 1, 1), block=(512, 1, 1), pipeline="default<O2>"))
     assert seen.reason(ReplayConfig(block=(480, 1, 1))) is None
+
     assert seen.reason(ReplayConfig(block=(384, 1, 1), pipeline="default<O1>"))  # its own geometry
     # A probe's run lost the context: not the trial's geometry's doing.
     seen.note(ReplayConfig(block=(288, 1, 1)), oc.RUNTIME_ERROR, oc.PROBE_FAULT + fault)
@@ -106,6 +108,48 @@ def test_a_geometry_that_faulted_is_not_run_again():
     seen.note(ReplayConfig(block=(96, 1, 1)), oc.RUNTIME_ERROR, fault)
     assert seen.reason(ReplayConfig(block=(96, 1, 1)))
     assert seen.reason(ReplayConfig(block=(64, 1, 1))) is None
+
+
+def test_a_queued_trial_whose_geometry_faulted_meanwhile_never_reaches_the_gpu():
+    """Trials compiled and queued before a fault ruled their geometry out are
+    vetoed as they reach the GPU worker: each would have cost a restart."""
+    import threading
+    import time
+    from concurrent.futures import Future
+
+    from mneme_cc.replay import outcome as oc
+    from mneme_cc.replay.config import ReplayConfig
+    from mneme_cc.tune.executor import ReplayExecutor
+    from mneme_cc.tune.feasibility import FaultingGeometries
+
+    class Worker:  # the GPU worker's pipe: what reached it
+        asked: list = []
+
+        def ask(self, message, timeout, restart_if=None):
+            self.asked.append(message)
+            return "reply", {"outcome": oc.VERIFIED, "median_ms": 1.0, "samples_ms": [1.0]}
+
+    seen = FaultingGeometries((16, 1, 1), (256, 1, 1))
+    executor = object.__new__(ReplayExecutor)  # its GPU stage alone, no processes
+    executor._cancelled, executor._current = threading.Event(), {}
+    executor.race_above_ms, executor.veto, executor.trial_timeout = None, seen.reason, 30.0
+
+    def serve(config):
+        future, now = Future(), time.perf_counter()
+        executor._serve_one(Worker(), config, {"ptxas": 0.1}, now, now, future)
+        return future.result()
+
+    wide = ReplayConfig(grid=(4, 1, 1), block=(1024, 1, 1))
+    assert serve(wide).outcome == oc.VERIFIED and len(Worker.asked) == 1
+    seen.note(wide, oc.RUNTIME_ERROR, "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access")
+    vetoed = serve(dataclasses.replace(wide, pipeline="default<O1>"))
+    assert vetoed.outcome == oc.INFEASIBLE and "faulted earlier" in vetoed.error
+    assert vetoed.compile_seconds == {"ptxas": 0.1} and len(Worker.asked) == 1
+    # Baselines and other geometries still run.
+    assert serve(dataclasses.replace(wide, baseline="ir")).outcome == oc.VERIFIED
+    assert serve(ReplayConfig(block=(128, 1, 1))).outcome == oc.VERIFIED
+    assert len(Worker.asked) == 3
+
 
 
 def test_every_process_on_a_study_times_as_its_first_did():
