@@ -146,13 +146,14 @@ def timeline(verbose: str) -> dict[str, float] | None:
 
 def stretches(runner: Runner, app: list[str], repeats: int) -> None:
     """Medians of each stretch, default against nothing recorded, -v runs alternating."""
-    runs: dict[str, list[dict[str, float]]] = {"default": [], NONE: []}
+    variants = {"default": ("-v",), NONE: ("-v", NONE)}
+    runs: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
     for _ in range(repeats):
-        for flags in (("-v",), ("-v", NONE)):
+        for variant, flags in variants.items():
             _, _, verbose, db = runner.recorded(app, *flags)
             shutil.rmtree(db)
             if (t := timeline(verbose)) is not None:
-                runs["default" if len(flags) == 1 else NONE].append(t)
+                runs[variant].append(t)
     if not all(runs.values()):
         print(f"{'':16s} (no -v timeline to break down)")
         return

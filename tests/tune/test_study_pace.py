@@ -151,7 +151,6 @@ def test_a_queued_trial_whose_geometry_faulted_meanwhile_never_reaches_the_gpu()
     assert len(Worker.asked) == 3
 
 
-
 def test_every_process_on_a_study_times_as_its_first_did():
     from mneme_cc.tune.settings import TuneSettings, study_timed_launches
 
