@@ -16,6 +16,7 @@ deadline): queued work and the work of killed processes end `cancelled`.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 import queue
@@ -30,6 +31,8 @@ from typing import Any
 from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.tune.workers import GpuWorker, Worker
+
+GPU_DEPTH = 2  # trials a GPU worker holds: the one it replays and the next
 
 
 @dataclass
@@ -88,8 +91,8 @@ class ReplayExecutor:
         self._probe_seconds = 0.0
         self._probe_lock = threading.Lock()
         self._cancelled = threading.Event()
-        # What each thread is working on: cancel() ends it without waiting.
-        self._current: dict[int, tuple[ReplayConfig, float, Future]] = {}
+        # What the workers are working on or hold: cancel() ends it without waiting.
+        self._current: dict[Future, tuple[ReplayConfig, float, Future]] = {}
         self.compilers: list[Worker] = []
         self.workers: list[GpuWorker] = []
         try:
@@ -162,9 +165,9 @@ class ReplayExecutor:
         if self._cancelled.is_set():
             self._settle(future, self._cancelled_result(config, started))
             return
-        self._current[threading.get_ident()] = (config, started, future)
+        self._current[future] = (config, started, future)
         kind, reply = worker.ask((config.to_json(), self.arch, False), self.compile_timeout)
-        self._current.pop(threading.get_ident(), None)
+        self._current.pop(future, None)
         spent = {"compile_seconds": {"failed": time.perf_counter() - started}}
         if self._cancelled.is_set():
             self._settle(future, self._cancelled_result(config, started))
@@ -203,32 +206,75 @@ class ReplayExecutor:
             return self._probe_seconds
 
     def _serve(self, worker: GpuWorker) -> None:
-        while (item := self._gpu_queue.get()) is not None:
-            config, started, future = item[0], item[2], item[-1]
-            try:
-                self._serve_one(worker, *item)
-            except BaseException as exc:  # noqa: BLE001 - never leave a future unresolved
-                self._settle(future, TrialResult(oc.RUNTIME_ERROR, config, error=f"the GPU "
-                             f"stage failed: {type(exc).__name__}: {exc}",
-                             seconds=time.perf_counter() - started))
+        """Keeps up to GPU_DEPTH trials with the worker: the next is in its
+        pipe while it replays one, so it starts as soon as that one is
+        answered, not after this thread's turn comes round."""
+        sent: collections.deque = collections.deque()
+        stopping = False
+        while True:
+            while not stopping and len(sent) < GPU_DEPTH:
+                try:
+                    item = self._gpu_queue.get(block=not sent)
+                except queue.Empty:
+                    break
+                if item is None:
+                    stopping = True
+                elif stages := self._guard(item, self._send_trial, worker, item):
+                    sent.append((item, stages))
+            if not sent:
+                if stopping:
+                    return
+                continue
+            item, stages = sent.popleft()
+            restarts = worker.restarts
+            self._guard(item, self._answer_trial, worker, item, stages)
+            if worker.restarts != restarts:  # what the old process held is lost: sent again
+                held = [i for i, _ in sent]
+                sent.clear()
+                for i in held:
+                    if stages := self._guard(i, self._send_trial, worker, i):
+                        sent.append((i, stages))
 
-    def _serve_one(self, worker: GpuWorker, config: ReplayConfig, seconds: dict,
-                   started: float, compiled_at: float, future: Future) -> None:
+    def _guard(self, item: tuple, step: Callable[..., Any], *args) -> Any:
+        """step(*args); a step that fails ends the item's trial as a runtime error
+        (and gives None)."""
+        config, started, future = item[0], item[2], item[-1]
+        try:
+            return step(*args)
+        except BaseException as exc:  # noqa: BLE001 - never leave a future unresolved
+            self._current.pop(future, None)
+            self._settle(future, TrialResult(oc.RUNTIME_ERROR, config, error=f"the GPU "
+                         f"stage failed: {type(exc).__name__}: {exc}",
+                         seconds=time.perf_counter() - started))
+            return None
+
+    def _send_trial(self, worker: GpuWorker, item: tuple) -> dict | None:
+        """Sends the queued trial to the worker and gives its stages so far;
+        None when it ends before the GPU (cancelled, or vetoed by what the
+        study learned meanwhile)."""
+        config, seconds, started, compiled_at, future = item
         stages = {"compile_seconds": seconds, "queue_seconds": time.perf_counter() - compiled_at}
+        self._current.pop(future, None)  # sent again: the worker that held it is gone
         if self._cancelled.is_set():
             self._settle(future, self._cancelled_result(config, started, **stages))
-            return
+            return None
         if config.baseline is None and self.veto is not None and (why := self.veto(config)):
             self._settle(future, TrialResult(oc.INFEASIBLE, config, error=why, **stages,
                                              seconds=time.perf_counter() - started))
-            return
-        self._current[threading.get_ident()] = (config, started, future)
-        # A worker whose kernel faulted has lost its context: it is replaced.
-        # A trial (not a baseline) races the best so far, as it is when it runs.
+            return None
+        self._current[future] = (config, started, future)
+        # A trial (not a baseline) races the best so far, as it is when sent.
         race = self.race_above_ms if config.baseline is None else None
-        kind, reply = worker.ask((config.to_json(), race), self.trial_timeout,
-                                 restart_if=lambda r: r.get("outcome") == oc.RUNTIME_ERROR)
-        self._current.pop(threading.get_ident(), None)
+        worker.send((config.to_json(), race))
+        return stages
+
+    def _answer_trial(self, worker: GpuWorker, item: tuple, stages: dict) -> None:
+        """Waits for the worker's answer to the oldest trial sent and settles it."""
+        config, started, future = item[0], item[2], item[-1]
+        # A worker whose kernel faulted has lost its context: it is replaced.
+        kind, reply = worker.receive(self.trial_timeout,
+                                     restart_if=lambda r: r.get("outcome") == oc.RUNTIME_ERROR)
+        self._current.pop(future, None)
         if self._cancelled.is_set():
             self._settle(future, self._cancelled_result(config, started, **stages))
             return

@@ -202,16 +202,29 @@ class Worker:
             return str(exc)
         return None
 
-    def ask(self, message: Any, timeout: float,
-            restart_if: Callable[[Any], bool] | None = None) -> tuple[str, Any]:
-        """("reply", answer), ("timeout", None) or ("died", exit status or why);
-        a worker that timed out, died or gave a reply `restart_if` names is
-        replaced (unless cancelled). Never raises for the worker's sake."""
+    def send(self, message: Any) -> None:
+        """Sends without waiting for the answer, which receive() reads; a
+        worker may hold a second message while it works on the first. A
+        process that is gone is found so by receive()."""
+        with self.lock:
+            if self.closed:
+                return
+            try:
+                self.conn.send(message)
+            except OSError:
+                pass
+
+    def receive(self, timeout: float,
+                restart_if: Callable[[Any], bool] | None = None) -> tuple[str, Any]:
+        """The answer to the oldest message sent: ("reply", answer),
+        ("timeout", None) or ("died", exit status or why); a worker that timed
+        out, died or gave a reply `restart_if` names is replaced (unless
+        cancelled), and the messages it held are lost. Never raises for the
+        worker's sake."""
         with self.lock:
             if self.closed:
                 return "died", "closed"
             try:
-                self.conn.send(message)
                 if not self.conn.poll(timeout):
                     self._restart()
                     return "timeout", None
@@ -224,6 +237,12 @@ class Worker:
             if restart_if is not None and restart_if(reply):
                 self._restart()
             return "reply", reply
+
+    def ask(self, message: Any, timeout: float,
+            restart_if: Callable[[Any], bool] | None = None) -> tuple[str, Any]:
+        """send() then receive()."""
+        self.send(message)
+        return self.receive(timeout, restart_if)
 
     def cancel(self) -> None:
         """Kills the process: an ask() in progress returns at once."""

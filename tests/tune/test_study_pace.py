@@ -111,8 +111,11 @@ def test_a_geometry_that_faulted_is_not_run_again():
 
 
 def test_a_queued_trial_whose_geometry_faulted_meanwhile_never_reaches_the_gpu():
-    """Trials compiled and queued before a fault ruled their geometry out are
-    vetoed as they reach the GPU worker: each would have cost a restart."""
+    """The GPU worker holds the next trial while it replays one. When the one
+    it replays faults, the worker is replaced and what it held is sent again,
+    checked against what the fault ruled out: a trial of that geometry ends
+    infeasible without the restart it would have cost; the rest run in order."""
+    import queue
     import threading
     import time
     from concurrent.futures import Future
@@ -122,33 +125,50 @@ def test_a_queued_trial_whose_geometry_faulted_meanwhile_never_reaches_the_gpu()
     from mneme_cc.tune.executor import ReplayExecutor
     from mneme_cc.tune.feasibility import FaultingGeometries
 
-    class Worker:  # the GPU worker's pipe: what reached it
-        asked: list = []
+    wide = ReplayConfig(grid=(4, 1, 1), block=(1024, 1, 1))
 
-        def ask(self, message, timeout, restart_if=None):
-            self.asked.append(message)
-            return "reply", {"outcome": oc.VERIFIED, "median_ms": 1.0, "samples_ms": [1.0]}
+    class Worker:  # the GPU worker's pipe: what it held, what it ran
+        def __init__(self):
+            self.held, self.ran, self.restarts, self.most_held = [], [], 0, 0
+
+        def send(self, message):
+            self.held.append(message)
+            self.most_held = max(self.most_held, len(self.held))
+
+        def receive(self, timeout, restart_if=None):
+            message = self.held.pop(0)
+            self.ran.append(ReplayConfig.from_json(message[0]))
+            faults = self.ran[-1] == wide
+            reply = {"outcome": oc.RUNTIME_ERROR, "error": "CUDA_ERROR_ILLEGAL_ADDRESS"} \
+                if faults else {"outcome": oc.VERIFIED, "median_ms": 1.0, "samples_ms": [1.0]}
+            if restart_if(reply):  # a new process: what the old one held is gone
+                self.restarts += 1
+                self.held.clear()
+            return "reply", reply
 
     seen = FaultingGeometries((16, 1, 1), (256, 1, 1))
     executor = object.__new__(ReplayExecutor)  # its GPU stage alone, no processes
-    executor._cancelled, executor._current = threading.Event(), {}
+    executor._cancelled, executor._current, executor._gpu_queue = threading.Event(), {}, queue.Queue()
     executor.race_above_ms, executor.veto, executor.trial_timeout = None, seen.reason, 30.0
+    configs = [wide, dataclasses.replace(wide, pipeline="default<O1>"),
+               dataclasses.replace(wide, baseline="ir"), ReplayConfig(block=(128, 1, 1))]
+    futures = [Future() for _ in configs]
+    # The tuner notes a fault as its trial settles.
+    futures[0].add_done_callback(lambda f: seen.note(wide, f.result().outcome, f.result().error))
+    now = time.perf_counter()
+    for config, future in zip(configs, futures, strict=True):
+        executor._gpu_queue.put((config, {"ptxas": 0.1}, now, now, future))
+    executor._gpu_queue.put(None)
+    worker = Worker()
+    executor._serve(worker)
 
-    def serve(config):
-        future, now = Future(), time.perf_counter()
-        executor._serve_one(Worker(), config, {"ptxas": 0.1}, now, now, future)
-        return future.result()
-
-    wide = ReplayConfig(grid=(4, 1, 1), block=(1024, 1, 1))
-    assert serve(wide).outcome == oc.VERIFIED and len(Worker.asked) == 1
-    seen.note(wide, oc.RUNTIME_ERROR, "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access")
-    vetoed = serve(dataclasses.replace(wide, pipeline="default<O1>"))
-    assert vetoed.outcome == oc.INFEASIBLE and "faulted earlier" in vetoed.error
-    assert vetoed.compile_seconds == {"ptxas": 0.1} and len(Worker.asked) == 1
-    # Baselines and other geometries still run.
-    assert serve(dataclasses.replace(wide, baseline="ir")).outcome == oc.VERIFIED
-    assert serve(ReplayConfig(block=(128, 1, 1))).outcome == oc.VERIFIED
-    assert len(Worker.asked) == 3
+    results = [f.result(timeout=0) for f in futures]
+    assert [r.outcome for r in results] == [oc.RUNTIME_ERROR, oc.INFEASIBLE, oc.VERIFIED,
+                                            oc.VERIFIED]
+    assert "faulted earlier" in results[1].error and results[1].compile_seconds == {"ptxas": 0.1}
+    # Baselines and other geometries still run, in the order they came.
+    assert worker.ran == [configs[0], configs[2], configs[3]] and worker.restarts == 1
+    assert worker.most_held == 2 and not executor._current
 
 
 def test_every_process_on_a_study_times_as_its_first_did():

@@ -717,6 +717,30 @@ def test_a_worker_that_cannot_be_restarted_answers_died_and_never_raises(tmp_pat
         worker.close()
 
 
+def test_a_worker_holds_the_next_message_while_it_answers_one():
+    from tune_doubles import echo_worker_main
+
+    from mneme_cc.tune.workers import Worker
+
+    class Echo(Worker):
+        target = staticmethod(echo_worker_main)
+
+    worker = Echo("x", "x", None)
+    try:
+        worker.send("one")
+        worker.send("two")
+        # The second was in the worker's pipe before the first was answered.
+        assert worker.receive(30) == ("reply", {"outcome": "verified", "echo": "one",
+                                                "next_waiting": True})
+        assert worker.receive(30)[1] == {"outcome": "verified", "echo": "two",
+                                         "next_waiting": False}
+        worker.send("three")
+        assert worker.receive(0.01) == ("timeout", None)  # the slow worker is replaced
+        assert worker.restarts == 1 and worker.ask("four", 30)[1]["echo"] == "four"
+    finally:
+        worker.close()
+
+
 def test_damaged_trial_lines_are_left_out_and_counted_everywhere(instance, tmp_path):
     tune(instance, tmp_path, space="quick", trials=6, out_dir=instance.db.path / "tune" / "one")
     trials = instance.db.path / "tune" / "one" / "trials.jsonl"

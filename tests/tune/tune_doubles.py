@@ -134,3 +134,15 @@ def flaky_worker_main(conn, marker: str, *_):
     while (message := conn.recv()) is not None:
         conn.send({"outcome": "runtime_error", "echo": message})
         os._exit(3)
+
+
+def echo_worker_main(conn, *_):
+    """A worker process that echoes each message, slowly enough that a
+    second message arrives while it works on the first, and says whether
+    one was waiting for it by then."""
+    import time
+
+    conn.send({"ready": "sm_90"})
+    while (message := conn.recv()) is not None:
+        time.sleep(0.2)
+        conn.send({"outcome": "verified", "echo": message, "next_waiting": conn.poll()})
