@@ -26,13 +26,26 @@ from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.tune.workers import GpuWorker, Worker
 
 GPU_DEPTH = 2  # trials a GPU worker holds: the one it replays and the next
+
+
+class ReadyTrial(NamedTuple):
+    """A trial ready for a GPU: its compile stages, and the kernel its compile
+    process built (None for the application's image), sent on to the GPU worker
+    so that it need not look it up again."""
+
+    config: ReplayConfig
+    seconds: dict[str, float]
+    kernel: dict[str, Any] | None
+    started: float
+    compiled_at: float
+    future: Future
 
 
 @dataclass
@@ -130,7 +143,7 @@ class ReplayExecutor:
         if self._cancelled.is_set():
             self._settle(future, self._cancelled_result(config, now))
         elif config.baseline == "original":  # the application's image: nothing to compile
-            self._gpu_queue.put((config, {}, now, now, future))
+            self._gpu_queue.put(ReadyTrial(config, {}, None, now, now, future))
         else:
             self._compile_queue.put((config, now, future))
         return future
@@ -182,7 +195,8 @@ class ReplayExecutor:
             self._settle(future, TrialResult(oc.COMPILE_ERROR, config, error=error, **spent,
                                               seconds=time.perf_counter() - started))
         else:
-            self._gpu_queue.put((config, reply[1], started, time.perf_counter(), future))
+            self._gpu_queue.put(ReadyTrial(config, reply[1], reply[2] if len(reply) > 2 else None,
+                                          started, time.perf_counter(), future))
             # With the trial queued, and only while the GPU is behind.
             if self._probe_explains and self._gpu_queue.qsize() >= len(self.workers):
                 self._compile_probe_variants(worker, config)
@@ -235,10 +249,10 @@ class ReplayExecutor:
                     if stages := self._guard(i, self._send_trial, worker, i):
                         sent.append((i, stages))
 
-    def _guard(self, item: tuple, step: Callable[..., Any], *args) -> Any:
+    def _guard(self, item: ReadyTrial, step: Callable[..., Any], *args) -> Any:
         """step(*args); a step that fails ends the item's trial as a runtime error
         (and gives None)."""
-        config, started, future = item[0], item[2], item[-1]
+        config, started, future = item.config, item.started, item.future
         try:
             return step(*args)
         except BaseException as exc:  # noqa: BLE001 - never leave a future unresolved
@@ -248,12 +262,13 @@ class ReplayExecutor:
                          seconds=time.perf_counter() - started))
             return None
 
-    def _send_trial(self, worker: GpuWorker, item: tuple) -> dict | None:
+    def _send_trial(self, worker: GpuWorker, item: ReadyTrial) -> dict | None:
         """Sends the queued trial to the worker and gives its stages so far;
         None when it ends before the GPU (cancelled, or vetoed by what the
         study learned meanwhile)."""
-        config, seconds, started, compiled_at, future = item
-        stages = {"compile_seconds": seconds, "queue_seconds": time.perf_counter() - compiled_at}
+        config, started, future = item.config, item.started, item.future
+        stages = {"compile_seconds": item.seconds,
+                  "queue_seconds": time.perf_counter() - item.compiled_at}
         self._current.pop(future, None)  # sent again: the worker that held it is gone
         if self._cancelled.is_set():
             self._settle(future, self._cancelled_result(config, started, **stages))
@@ -265,12 +280,12 @@ class ReplayExecutor:
         self._current[future] = (config, started, future)
         # A trial (not a baseline) races the best so far, as it is when sent.
         race = self.race_above_ms if config.baseline is None else None
-        worker.send((config.to_json(), race))
+        worker.send((config.to_json(), race, item.kernel))
         return stages
 
-    def _answer_trial(self, worker: GpuWorker, item: tuple, stages: dict) -> None:
+    def _answer_trial(self, worker: GpuWorker, item: ReadyTrial, stages: dict) -> None:
         """Waits for the worker's answer to the oldest trial sent and settles it."""
-        config, started, future = item[0], item[2], item[-1]
+        config, started, future = item.config, item.started, item.future
         # A worker whose kernel faulted has lost its context: it is replaced.
         kind, reply = worker.receive(self.trial_timeout,
                                      restart_if=lambda r: r.get("outcome") == oc.RUNTIME_ERROR)
@@ -315,8 +330,10 @@ class ReplayExecutor:
                     item = q.get_nowait()
                 except queue.Empty:
                     break
-                if item is not None:  # (config, started, future) or with compile stages
-                    config, started, future = item[0], item[-3 if len(item) == 5 else 1], item[-1]
+                if isinstance(item, ReadyTrial):
+                    self._settle(item.future, self._cancelled_result(item.config, item.started))
+                elif item is not None:  # (config, started, future), to compile
+                    config, started, future = item
                     self._settle(future, self._cancelled_result(config, started))
 
     def _close_workers(self) -> None:

@@ -45,7 +45,9 @@ def _messages(conn) -> Iterator[Any]:
 
 def _compile_main(conn, db_path: str, name: str, cache_dir: str | None) -> None:
     """A compile process: imports LLVM and reads the instance once, then
-    compiles into the disk cache what arrives; answers (error or "", seconds).
+    compiles into the disk cache what arrives; answers (error or "", seconds)
+    and, for a kernel it built, the kernel: its cubin and resources, which
+    the GPU worker then loads as they are.
     Asked for `probe_variants`, it compiles instead what the contraction
     probe would run if the configuration failed (nothing where the probe
     does not apply), so that such a failure's probe finds it compiled."""
@@ -69,7 +71,9 @@ def _compile_main(conn, db_path: str, name: str, cache_dir: str | None) -> None:
         try:
             if not probe_variants:
                 compiled = compile_instance(inst, config, arch, cache_dir)
-                conn.send(("", compiled.seconds))
+                conn.send(("", compiled.seconds, {
+                    "cubin": compiled.cubin, "resources": dataclasses.asdict(compiled.resources),
+                    "cache_hit": compiled.cache_hit, "assembler": compiled.assembler}))
                 continue
             kernel = inst.db.kernel(inst.static_hash)
             codegen = codegen_of(kernel) if kernel.has_ir else None
@@ -99,6 +103,8 @@ def _replay_to_dict(result) -> dict[str, Any]:
 
 def _gpu_main(conn, db_path: str, name: str, cache_dir: str | None, ordinal: int) -> None:
     """A GPU worker: restore the instance once, then replay what arrives."""
+    from mneme_cc.replay.compiling.compiler import CompiledKernel
+    from mneme_cc.replay.compiling.cubin import Resources
     from mneme_cc.replay.running.device import DeviceError
     from mneme_cc.replay.running.replayer import Replayer
 
@@ -112,10 +118,14 @@ def _gpu_main(conn, db_path: str, name: str, cache_dir: str | None, ordinal: int
         return
     conn.send({"ready": replayer.device.arch})
     for message in _messages(conn):
-        config_json, stop_above_ms = message
+        config_json, stop_above_ms, kernel = message
         config = ReplayConfig.from_json(config_json)
         try:
-            conn.send(_replay_to_dict(replayer.replay(config, stop_above_ms=stop_above_ms)))
+            compiled = None if kernel is None else CompiledKernel(
+                kernel["cubin"], "", Resources(**kernel["resources"]), {},
+                kernel["cache_hit"], ir_text="", assembler=kernel["assembler"])
+            conn.send(_replay_to_dict(replayer.replay(config, stop_above_ms=stop_above_ms,
+                                                      compiled=compiled)))
         except DeviceError as exc:
             kind = oc.classify_device_error(exc.code)
             conn.send({"outcome": kind, "error": str(exc)})

@@ -122,7 +122,7 @@ def test_a_queued_trial_whose_geometry_faulted_meanwhile_never_reaches_the_gpu()
 
     from mneme_cc.replay import outcome as oc
     from mneme_cc.replay.config import ReplayConfig
-    from mneme_cc.tune.executor import ReplayExecutor
+    from mneme_cc.tune.executor import ReadyTrial, ReplayExecutor
     from mneme_cc.tune.feasibility import FaultingGeometries
 
     wide = ReplayConfig(grid=(4, 1, 1), block=(1024, 1, 1))
@@ -157,7 +157,7 @@ def test_a_queued_trial_whose_geometry_faulted_meanwhile_never_reaches_the_gpu()
     futures[0].add_done_callback(lambda f: seen.note(wide, f.result().outcome, f.result().error))
     now = time.perf_counter()
     for config, future in zip(configs, futures, strict=True):
-        executor._gpu_queue.put((config, {"ptxas": 0.1}, now, now, future))
+        executor._gpu_queue.put(ReadyTrial(config, {"ptxas": 0.1}, None, now, now, future))
     executor._gpu_queue.put(None)
     worker = Worker()
     executor._serve(worker)

@@ -634,6 +634,45 @@ def test_a_compile_process_past_its_limit_is_killed_and_replaced(instance, tmp_p
         worker.close()
 
 
+def test_a_compile_process_hands_over_the_kernel_it_built(tmp_path):
+    """What a compile process built (vector_add's real IR, LLVM and ptxas here)
+    reaches the GPU worker with its answer: the very cubin and resources the
+    compile cache holds, so that the worker need not look them up again."""
+    import numpy as np
+    from synthetic_db import make_database
+
+    from mneme_cc.drivers import read_embedded_modules
+    from mneme_cc.record import RecordDB
+    from mneme_cc.replay.compiling.compiler import compile_instance
+    from mneme_cc.tune.workers import Worker
+
+    examples = Path(__file__).parents[2] / "examples"
+    obj = tmp_path / "vector_add.o"
+    run(["mneme-cxx", "-O3", "-c", str(examples / "vector_add" / "vector_add.cu"), "-o", str(obj)])
+    (module,) = read_embedded_modules(obj)
+    a = np.arange(1024, dtype=np.float32)
+    make_database(tmp_path / "db", a, a, a + a, bitcode=module.bitcode,
+                  kernel=("_Z10vector_addPKfS0_Pfi",
+                          "vector_add(float const*, float const*, float*, int)"))
+    (inst,) = RecordDB(tmp_path / "db").instances
+    config = ReplayConfig(pipeline="default<O2>", max_registers=32)
+    worker = Worker(str(tmp_path / "db"), inst.name, str(tmp_path / "cache"))
+    try:
+        for cached in (False, True):
+            kind, (error, seconds, kernel) = worker.ask((config.to_json(), "sm_90", False), 120)
+            assert kind == "reply" and not error and kernel["cache_hit"] == cached
+            assert ("ptxas" in seconds) != cached
+        stored = compile_instance(inst, config, "sm_90", tmp_path / "cache")
+        assert stored.cache_hit and kernel["cubin"] == stored.cubin
+        assert kernel["resources"] == dataclasses.asdict(stored.resources)
+        assert kernel["assembler"] == stored.assembler and kernel["resources"]["registers"] <= 32
+        # The application's image is the GPU worker's to load: nothing built, nothing handed over.
+        assert worker.ask((ReplayConfig(baseline="original").to_json(), "sm_90", False), 120) \
+            == ("reply", ("", {}))
+    finally:
+        worker.close()
+
+
 def test_the_auto_space_starts_from_the_build_and_searches_geometry_only_if_it_verifies(
         instance):
     from types import SimpleNamespace

@@ -39,27 +39,48 @@ class GpuComparer:
         self.module = device.load_module(cubin.data, "loading the compare kernels")
         self.bytes, self.vectors = (self.module.function(name, "loading the compare kernels")
                                     for name in (BYTES, VECTORS))
-        self.result = device.alloc(16, "allocating")
+        self.capacity = 0  # buffer pairs the result slots hold
+        self.results = 0   # per pair: (differing bytes, first offset), two u64
+        self._slots(1)
+
+    def _slots(self, pairs: int) -> None:
+        if pairs > self.capacity:
+            if self.results:
+                self.device.free(self.results)
+            self.capacity = max(pairs, 2 * self.capacity)
+            self.results = self.device.alloc(16 * self.capacity, "allocating")
 
     def _launch(self, function, *args: int, work: int) -> None:
-        values = [ctypes.c_uint64(v) for v in (*args, self.result, self.result + 8)]
+        values = [ctypes.c_uint64(v) for v in args]
         pointers = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
         blocks = max(1, min(4096, -(-work // 256)))
         self.device.launch(function, (blocks, 1, 1), (256, 1, 1), 0, ctypes.addressof(pointers),
                            what="comparing")
 
+    def differing_all(self, pairs: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
+        """(number of differing bytes, offset of the first) of [a, a+size) and
+        [b, b+size) for each (a, b, size): every comparison queued, then one wait."""
+        if not pairs:
+            return []
+        self._slots(len(pairs))
+        start = np.tile(np.array([0, (1 << 64) - 1], np.uint64), len(pairs))
+        dev.copy_to_device(self.results, start, "comparing")
+        for i, (a, b, size) in enumerate(pairs):
+            count, first = self.results + 16 * i, self.results + 16 * i + 8
+            vectors = size // 16 if (a | b) % 16 == 0 else 0
+            if vectors:
+                self._launch(self.vectors, a, b, vectors, count, first, work=vectors)
+            if vectors * 16 < size:
+                self._launch(self.bytes, a, b, vectors * 16, size, count, first,
+                             work=size - vectors * 16)
+        self.device.synchronize("comparing")
+        found = dev.copy_from_device(self.results, 16 * len(pairs), "comparing").view(np.uint64)
+        return [(int(found[2 * i]), int(found[2 * i + 1])) for i in range(len(pairs))]
+
     def differing(self, a: int, b: int, size: int) -> tuple[int, int]:
         """(number of differing bytes, offset of the first) of [a, a+size) and [b, b+size)."""
-        dev.copy_to_device(self.result, np.array([0, (1 << 64) - 1], np.uint64), "comparing")
-        vectors = size // 16 if (a | b) % 16 == 0 else 0
-        if vectors:
-            self._launch(self.vectors, a, b, vectors, work=vectors)
-        if vectors * 16 < size:
-            self._launch(self.bytes, a, b, vectors * 16, size, work=size - vectors * 16)
-        self.device.synchronize("comparing")
-        count, first = dev.copy_from_device(self.result, 16, "comparing").view(np.uint64)
-        return int(count), int(first)
+        return self.differing_all([(a, b, size)])[0]
 
     def close(self) -> None:
-        self.device.free(self.result)
+        self.device.free(self.results)
         self.module.unload()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from mneme_cc.record.db import Instance
 from mneme_cc.replay import outcome as oc
-from mneme_cc.replay.compiling.compiler import compile_instance
+from mneme_cc.replay.compiling.compiler import CompiledKernel, compile_instance
 from mneme_cc.replay.compiling.numerics import codegen_of, numerics_changes
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.judging import nondeterminism as nd
@@ -143,18 +143,19 @@ class Replayer(Probes):
 
     # -- one kernel on the device ---------------------------------------------
 
-    def _load(self, config: ReplayConfig):
-        """(module, function, globals: name -> device address, compiled or None)."""
+    def _load(self, config: ReplayConfig, compiled: CompiledKernel | None = None):
+        """(module, function, globals: name -> device address, compiled or None);
+        `compiled`: the config's kernel, built already."""
         inst, kernel = self.instance, self.kernel
-        compiled = None
         if config.baseline == "original":
+            compiled = None
             image = kernel.image()
             if image is None:
                 raise dev.DeviceError(f"{kernel.demangled}: the application's image was not "
                                       "recorded")
             module = self.device.load_module(image, "loading the application's image")
         else:
-            compiled = compile_instance(inst, config, self.device.arch, self.cache_dir)
+            compiled = compiled or compile_instance(inst, config, self.device.arch, self.cache_dir)
             module = self.device.load_module(compiled.cubin, "loading the cubin")
         try:
             function = module.function(inst.kernel_name, "finding the kernel")
@@ -217,9 +218,10 @@ class Replayer(Probes):
         recorded epilogue's `allocations` whose device contents differ from
         it now (compared on the device)."""
         expected = self.state.expected
-        for region in allocations:
-            count, first = self.comparer.differing(region.address, expected.on_device(region),
-                                                   region.size)
+        allocations = list(allocations)
+        found = self.comparer.differing_all([(r.address, expected.on_device(r), r.size)
+                                             for r in allocations])
+        for region, (count, first) in zip(allocations, found, strict=True):
             if count:
                 yield region, count, first
 
@@ -270,11 +272,14 @@ class Replayer(Probes):
 
     def replay(self, config: ReplayConfig | None = None,
                save_output: str | Path | None = None,
-               stop_above_ms: float | None = None) -> ReplayResult:
+               stop_above_ms: float | None = None,
+               compiled: CompiledKernel | None = None) -> ReplayResult:
         """Compiles (or loads) as config says, runs once and verifies against
         the recorded epilogue, then times. `save_output`: a new directory for
         the device state after that first launch (mneme_cc.replay.output).
         `stop_above_ms`: a time to beat, which races the timing (LaunchTimer).
+        `compiled`: the config's kernel where it was built already (a study's
+        compile process built it), not looked up in the compile cache.
 
         Raises what preflight() raises, DeviceError when the GPU refuses or the
         kernel faults, and what compiling raises."""
@@ -290,7 +295,7 @@ class Replayer(Probes):
             spent[name] = spent.get(name, 0.0) + now - clock
             clock = now
 
-        module, function, globals_, compiled = self._load(config)
+        module, function, globals_, compiled = self._load(config, compiled)
         if compiled:
             spent["compile"] = sum(compiled.seconds.values())
             clock += spent["compile"]
@@ -313,7 +318,7 @@ class Replayer(Probes):
             mismatches, tolerated = self._verify(globals_, config)
             if mismatches and self._probed():
                 # Verified again, under the spread now; this attempt's time counts too.
-                again = self.replay(config, save_output, stop_above_ms)
+                again = self.replay(config, save_output, stop_above_ms, compiled)
                 if compiled:
                     again.compile_seconds, again.cache_hit = compiled.seconds, compiled.cache_hit
                 for phase, seconds in spent.items():
