@@ -254,7 +254,7 @@ def test_a_compile_process_asked_compiles_what_the_probe_would_run(example_binar
     config, cache = build.baseline_config(specialize_args=(5,)), tmp_path / "cache"
     worker = Worker(str(db_path), inst.name, str(cache))
     try:
-        kind, (error, seconds) = worker.ask((config.to_json(), "sm_90", False), 120)
+        kind, (error, seconds, _) = worker.ask((config.to_json(), "sm_90", False), 120)
         assert kind == "reply" and not error and "optimize" in seconds and "probe" not in seconds
         assert not compile_instance(inst, probe.without_contraction(config), "sm_90", cache).cache_hit
         other = build.baseline_config(specialize_args=(6,))
