@@ -200,6 +200,39 @@ def test_the_device_comparer_counts_like_numpy(size, offset):
         gpu.close()
 
 
+def test_the_device_comparer_counts_buffers_that_differ_everywhere_several_at_once():
+    """A configuration that changes the numerics differs nearly everywhere:
+    each warp's counts are summed before they reach the result, and every
+    pair's result stays its own when several are compared in one wait."""
+    from mneme_cc.replay.judging.gpu_compare import GpuComparer
+    from mneme_cc.replay.running import device as dev
+
+    size = 64 << 20
+    rng = np.random.default_rng(7)
+    a = rng.integers(0, 256, size, dtype=np.uint8)
+    b = a ^ rng.integers(1, 256, size, dtype=np.uint8)  # every byte differs
+    c = a.copy()
+    c[size // 2:] = b[size // 2:]  # the second half differs
+    gpu = dev.Device(0)
+    drv = dev._driver()
+    buffers = [int(dev.check(drv.cuMemAlloc(size), "allocating")) for _ in range(3)]
+    try:
+        for buffer, data in zip(buffers, (a, b, c), strict=True):
+            dev.copy_to_device(buffer, data)
+        comparer = GpuComparer(gpu)
+        x, y, z = buffers
+        found = comparer.differing_all([(x, y, size), (x, z, size), (x, x, size),
+                                        (x + 1, y + 1, 4097), (y, z + 5, 999)])
+        assert found[:4] == [(size, 0), (size // 2, size // 2), (0, 2**64 - 1), (4097, 0)]
+        expected = b[:999] != c[5:1004]
+        assert found[4] == (int(expected.sum()), int(np.argmax(expected)))
+        comparer.close()
+    finally:
+        for buffer in buffers:
+            drv.cuMemFree(buffer)
+        gpu.close()
+
+
 def test_a_failure_that_only_fuses_other_products_is_a_numerics_change(example_binaries,
                                                                        tmp_path):
     """tests/samples/record/contraction.cu: specialising `keep` fuses the

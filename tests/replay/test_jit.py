@@ -273,6 +273,7 @@ def test_the_device_compare_kernels_compile():
         cpu="sm_90", opt=3).emit_assembly(module)
     assert f".entry {BYTES}(" in ptx and f".entry {VECTORS}(" in ptx
     assert "atom.global.add.u64" in ptx and "ld.global.v4.b32" in ptx  # 16-byte loads
+    assert "shfl.sync.bfly" in ptx  # a warp's counts summed before its atomics
     assert compile_cubin(ptx, BYTES, ReplayConfig(), "sm_90").data[:4] == b"\x7fELF"
 
 
