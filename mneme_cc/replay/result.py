@@ -32,6 +32,9 @@ class ReplayResult:
     numerics: list[str] = field(default_factory=list)
     # Buffers that differ from the recording only within their nondeterministic spread.
     nondeterministic: list[str] = field(default_factory=list)
+    # A failure the contraction probe may explain, its variants not compiled
+    # yet: `numerics` holds the rules' answer until Replayer.probe() runs it.
+    probe_pending: bool = False
 
     def emit(self, directory) -> list[Path]:
         """Writes what was run (kernel.ll, kernel.ptx, kernel.cubin) into directory."""

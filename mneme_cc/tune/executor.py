@@ -35,10 +35,23 @@ from mneme_cc.tune.workers import GpuWorker, Worker
 GPU_DEPTH = 2  # trials a GPU worker holds: the one it replays and the next
 
 
+class ProbeJob(NamedTuple):
+    """A trial that failed verification with its contraction probe pending
+    (the GPU worker does not compile the probe's variants): what the GPU
+    worker answered, and the trial's stages, until the probe has run."""
+
+    config: ReplayConfig
+    failed: dict[str, Any]
+    stages: dict[str, Any]
+    started: float
+    future: Future
+
+
 class ReadyTrial(NamedTuple):
     """A trial ready for a GPU: its compile stages, and the kernel its compile
     process built (None for the application's image), sent on to the GPU worker
-    so that it need not look it up again."""
+    so that it need not look it up again; or, with `probe_of`, the probe of a
+    trial whose variants are compiled now."""
 
     config: ReplayConfig
     seconds: dict[str, float]
@@ -46,6 +59,18 @@ class ReadyTrial(NamedTuple):
     started: float
     compiled_at: float
     future: Future
+    probe_of: ProbeJob | None = None
+
+
+class _Jobs(queue.Queue):
+    """A work queue where a probe comes before the trials waiting: its trial
+    has run already and waits on it alone."""
+
+    def _put(self, item) -> None:
+        if isinstance(item, ProbeJob) or getattr(item, "probe_of", None) is not None:
+            self.queue.appendleft(item)
+        else:
+            self.queue.append(item)
 
 
 @dataclass
@@ -121,8 +146,8 @@ class ReplayExecutor:
             self._close_workers()
             raise
         self.arch = self.workers[0].arch
-        self._compile_queue: queue.Queue = queue.Queue()
-        self._gpu_queue: queue.Queue = queue.Queue()
+        self._compile_queue: queue.Queue = _Jobs()
+        self._gpu_queue: queue.Queue = _Jobs()
         self._threads = [threading.Thread(target=self._compile, args=(w,), daemon=True)
                          for w in self.compilers]
         self._threads += [threading.Thread(target=self._serve, args=(w,), daemon=True)
@@ -166,9 +191,14 @@ class ReplayExecutor:
 
     def _compile(self, worker: Worker) -> None:
         while (item := self._compile_queue.get()) is not None:
-            config, started, future = item
+            probe_job = isinstance(item, ProbeJob)
+            config, started, future = (item.config, item.started, item.future) if probe_job \
+                else item
             try:
-                self._compile_one(worker, config, started, future)
+                if probe_job:
+                    self._compile_probe(worker, item)
+                else:
+                    self._compile_one(worker, config, started, future)
             except BaseException as exc:  # noqa: BLE001 - never leave a future unresolved
                 self._settle(future, TrialResult(oc.COMPILE_ERROR, config, error=f"the compile "
                              f"stage failed: {type(exc).__name__}: {exc}"))
@@ -200,6 +230,18 @@ class ReplayExecutor:
             # With the trial queued, and only while the GPU is behind.
             if self._probe_explains and self._gpu_queue.qsize() >= len(self.workers):
                 self._compile_probe_variants(worker, config)
+
+    def _compile_probe(self, worker: Worker, job: ProbeJob) -> None:
+        """Compiles what a failed trial's pending probe runs, then queues the
+        probe for a GPU (whose worker compiles what a failed compile left)."""
+        if self._cancelled.is_set():
+            self._settle(job.future, self._cancelled_result(job.config, job.started))
+            return
+        self._current[job.future] = (job.config, job.started, job.future)
+        self._compile_probe_variants(worker, job.config)
+        self._current.pop(job.future, None)
+        now = time.perf_counter()
+        self._gpu_queue.put(ReadyTrial(job.config, {}, None, job.started, now, job.future, job))
 
     def _compile_probe_variants(self, worker: Worker, config: ReplayConfig) -> None:
         """Compiles ahead what config's contraction probe would run (two
@@ -267,12 +309,16 @@ class ReplayExecutor:
         None when it ends before the GPU (cancelled, or vetoed by what the
         study learned meanwhile)."""
         config, started, future = item.config, item.started, item.future
-        stages = {"compile_seconds": item.seconds,
-                  "queue_seconds": time.perf_counter() - item.compiled_at}
+        stages = item.probe_of.stages if item.probe_of else {
+            "compile_seconds": item.seconds, "queue_seconds": time.perf_counter() - item.compiled_at}
         self._current.pop(future, None)  # sent again: the worker that held it is gone
         if self._cancelled.is_set():
             self._settle(future, self._cancelled_result(config, started, **stages))
             return None
+        if item.probe_of:  # the trial ran: its probe is no new trial to veto or race
+            self._current[future] = (config, started, future)
+            worker.send((config.to_json(), None, None, True))
+            return stages
         if config.baseline is None and self.veto is not None and (why := self.veto(config)):
             self._settle(future, TrialResult(oc.INFEASIBLE, config, error=why, **stages,
                                              seconds=time.perf_counter() - started))
@@ -280,7 +326,7 @@ class ReplayExecutor:
         self._current[future] = (config, started, future)
         # A trial (not a baseline) races the best so far, as it is when sent.
         race = self.race_above_ms if config.baseline is None else None
-        worker.send((config.to_json(), race, item.kernel))
+        worker.send((config.to_json(), race, item.kernel, False))
         return stages
 
     def _answer_trial(self, worker: GpuWorker, item: ReadyTrial, stages: dict) -> None:
@@ -299,6 +345,11 @@ class ReplayExecutor:
         elif kind == "died":
             reply = {"outcome": oc.RUNTIME_ERROR,
                      "error": f"the replay worker died (exit status {reply})"}
+        if reply.pop("probe_pending", False):  # compiled elsewhere, then probed
+            self._compile_queue.put(ProbeJob(config, reply, stages, started, future))
+            return
+        if item.probe_of and reply["outcome"] in (oc.NUMERICS_CHANGING, oc.FAILED_VERIFICATION):
+            reply = _probed(item.probe_of.failed, reply)
         reply.setdefault("error", "")
         if reply["outcome"] == oc.NUMERICS_CHANGING:
             self._probe_explains = True
@@ -330,7 +381,7 @@ class ReplayExecutor:
                     item = q.get_nowait()
                 except queue.Empty:
                     break
-                if isinstance(item, ReadyTrial):
+                if isinstance(item, (ReadyTrial, ProbeJob)):
                     self._settle(item.future, self._cancelled_result(item.config, item.started))
                 elif item is not None:  # (config, started, future), to compile
                     config, started, future = item
@@ -358,3 +409,13 @@ class ReplayExecutor:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _probed(failed: dict[str, Any], probed: dict[str, Any]) -> dict[str, Any]:
+    """A failed trial's answer once its pending probe has run: the probe's
+    verdict and its seconds, the failure's measures."""
+    seconds = dict(failed.get("replay_seconds") or {})
+    for stage, spent in (probed.get("replay_seconds") or {}).items():
+        seconds[stage] = seconds.get(stage, 0.0) + spent
+    return {**failed, "outcome": probed["outcome"], "replay_seconds": seconds,
+            "error": probed.get("error") or failed.get("error", "")}

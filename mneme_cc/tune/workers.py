@@ -10,6 +10,7 @@ import dataclasses
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -98,11 +99,25 @@ def _replay_to_dict(result) -> dict[str, Any]:
             "cubin_bytes": result.cubin_bytes or None, "occupancy": result.occupancy,
             "mismatches": [dataclasses.asdict(m) for m in result.mismatches],
             "replay_seconds": dict(result.replay_seconds), "error": result.failure or "",
-            "raced": 0 < len(samples) < result.config.iterations}
+            "raced": 0 < len(samples) < result.config.iterations,
+            "probe_pending": result.probe_pending}
+
+
+def _probe_to_dict(replayer, config: ReplayConfig) -> dict[str, Any]:
+    """The contraction probe of a failure whose probe was left pending."""
+    began = time.perf_counter()
+    numerics = replayer.probe(config)
+    explained = probe.REASON in numerics
+    return {"outcome": oc.NUMERICS_CHANGING if explained else oc.FAILED_VERIFICATION,
+            "error": "numerics-changing: " + "; ".join(numerics) if explained else "",
+            "replay_seconds": {"probe": time.perf_counter() - began}}
 
 
 def _gpu_main(conn, db_path: str, name: str, cache_dir: str | None, ordinal: int) -> None:
-    """A GPU worker: restore the instance once, then replay what arrives."""
+    """A GPU worker: restore the instance once, then replay what arrives. A
+    contraction probe whose variants are not compiled yet is not compiled
+    here, where the GPU would wait: the failure comes back pending, and the
+    probe alone is sent again once a compile process has compiled them."""
     from mneme_cc.replay.compiling.compiler import CompiledKernel
     from mneme_cc.replay.compiling.cubin import Resources
     from mneme_cc.replay.running.device import DeviceError
@@ -111,16 +126,19 @@ def _gpu_main(conn, db_path: str, name: str, cache_dir: str | None, ordinal: int
     try:
         # A study has no use for the time of a wrong result, nor for its measures.
         replayer = Replayer(_instance(db_path, name), device=ordinal, cache_dir=cache_dir,
-                            brief_failures=True)
+                            brief_failures=True, compile_probes=False)
         replayer.open()
     except MnemeError as exc:
         conn.send({"fatal": str(exc)})
         return
     conn.send({"ready": replayer.device.arch})
     for message in _messages(conn):
-        config_json, stop_above_ms, kernel = message
+        config_json, stop_above_ms, kernel, probe_only = message
         config = ReplayConfig.from_json(config_json)
         try:
+            if probe_only:
+                conn.send(_probe_to_dict(replayer, config))
+                continue
             compiled = None if kernel is None else CompiledKernel(
                 kernel["cubin"], "", Resources(**kernel["resources"]), {},
                 kernel["cache_hit"], ir_text="", assembler=kernel["assembler"])

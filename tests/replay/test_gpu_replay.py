@@ -17,6 +17,7 @@ import pytest
 from conftest import ARGS, EXAMPLE_NAMES, run, tool_env
 
 from mneme_cc.record.db import RecordDB
+from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.judging import contraction_probe as probe
 from mneme_cc.replay.running.replayer import Replayer
@@ -270,6 +271,39 @@ def test_a_failure_that_only_fuses_other_products_is_a_numerics_change(example_b
         assert full.stats["dtype"] == "float32"
         assert mismatch.first_indices[0] // 4 == full.first_indices[0]
         assert replayer.replay(build.baseline_config(**quick)).samples_ms
+
+
+def test_a_study_leaves_a_probe_s_compiles_to_its_compile_processes(example_binaries,
+                                                                   tmp_path):
+    """A study's GPU worker does not compile a probe's variants, where the GPU
+    would wait: the failure comes back pending, a compile process compiles
+    them, and the probe alone runs on the GPU: explained, a numerics change;
+    not explained, a failure to bisect."""
+    from mneme_cc.replay.compiling.numerics import codegen_of
+    from mneme_cc.tune.executor import ReplayExecutor
+
+    db_path = tmp_path / "db"
+    run(["mneme", "record", "-rdb", str(db_path), "--", str(example_binaries / "contraction")])
+    (inst,) = RecordDB(db_path).instances
+    build = codegen_of(inst.db.kernel(inst.static_hash))
+    quick = dict(iterations=2, warmup=0)
+    specialised = build.baseline_config(specialize_args=(5,), **quick)
+    with Replayer(inst, cache_dir=tmp_path / "cache", compile_probes=False) as replayer:
+        pending = replayer.replay(specialised)
+        assert not pending.verified and pending.probe_pending and pending.numerics == []
+        assert replayer.probe(specialised) == [probe.REASON]  # compiles what it lacks
+        assert not replayer.replay(specialised).probe_pending  # in the cache now
+    planted = dataclasses.replace(build.baseline_config(**quick),
+                                  pipeline="sroa,instcombine,mneme-drop-store,instcombine")
+    with ReplayExecutor(inst, devices=[0], compile_workers=2,
+                        cache_dir=tmp_path / "study-cache") as executor:
+        explained, unexplained = (executor.evaluate(c) for c in (
+            build.baseline_config(specialize_args=(6,), **quick), planted))
+        assert executor.probe_compile_seconds > 0
+    assert explained.outcome == oc.NUMERICS_CHANGING
+    assert explained.error == f"numerics-changing: {probe.REASON}"
+    assert explained.mismatches and explained.replay_seconds["probe"] > 0
+    assert unexplained.outcome == oc.FAILED_VERIFICATION and "differ" in unexplained.error
 
 
 def test_a_compile_process_asked_compiles_what_the_probe_would_run(example_binaries, tmp_path):

@@ -171,6 +171,90 @@ def test_a_queued_trial_whose_geometry_faulted_meanwhile_never_reaches_the_gpu()
     assert worker.most_held == 2 and not executor._current
 
 
+def test_a_failure_s_probe_is_compiled_by_a_compile_process_then_run_alone():
+    """A GPU worker leaves a probe whose variants are not compiled pending:
+    the trial waits while a compile process compiles them (ahead of the
+    trials waiting for one), then the probe alone runs on the GPU and
+    decides the outcome; the trials behind it run meanwhile."""
+    import threading
+
+    from mneme_cc.replay import outcome as oc
+    from mneme_cc.replay.config import ReplayConfig
+    from mneme_cc.tune.executor import ProbeJob, ReplayExecutor, _Jobs
+
+    explained, miscompiled, fine = (ReplayConfig(pipeline=f"default<O{n}>") for n in (1, 2, 3))
+    compiled: list = []
+
+    class Compiler:  # a compile process: what it was asked to compile, in order
+        def ask(self, message, timeout, restart_if=None):
+            config, _, probe_variants = message
+            compiled.append((ReplayConfig.from_json(config), probe_variants))
+            if probe_variants:
+                return "reply", ("", {"probe": 0.5})
+            return "reply", ("", {"ptxas": 0.1}, {"cubin": b"", "resources": {}})
+
+    class Gpu:  # a GPU worker: what it ran, in order
+        def __init__(self):
+            self.held, self.ran, self.restarts = [], [], 0
+
+        def send(self, message):
+            self.held.append(message)
+
+        def receive(self, timeout, restart_if=None):
+            config_json, _, _, probe_only = self.held.pop(0)
+            config = ReplayConfig.from_json(config_json)
+            self.ran.append((config, probe_only))
+            if probe_only:
+                return "reply", {"outcome": oc.NUMERICS_CHANGING if config == explained
+                                 else oc.FAILED_VERIFICATION, "replay_seconds": {"probe": 0.01},
+                                 "error": "numerics-changing: fuses" if config == explained else ""}
+            if config == fine:
+                return "reply", {"outcome": oc.VERIFIED, "median_ms": 1.0, "samples_ms": [1.0],
+                                 "probe_pending": False}
+            return "reply", {"outcome": oc.FAILED_VERIFICATION, "probe_pending": True,
+                             "error": "keeps the build's numerics", "replay_seconds": {"launch": 0.1},
+                             "mismatches": [{"buffer": "allocation 0x10", "count": 3}]}
+
+    executor = object.__new__(ReplayExecutor)  # its queues and threads alone, no processes
+    executor._cancelled, executor._current = threading.Event(), {}
+    executor._compile_queue, executor._gpu_queue = _Jobs(), _Jobs()
+    executor.race_above_ms, executor.veto, executor.arch = None, None, "sm_90"
+    executor.trial_timeout = executor.compile_timeout = 30.0
+    executor._probe_explains, executor._probe_seconds = False, 0.0
+    executor._probe_lock, executor.workers = threading.Lock(), [None]
+    gpu = Gpu()
+    threads = [threading.Thread(target=executor._compile, args=(Compiler(),)),
+               threading.Thread(target=executor._serve, args=(gpu,))]
+    for thread in threads:
+        thread.start()
+    futures = [executor.submit(c) for c in (explained, miscompiled, fine)]
+    results = [f.result(timeout=30) for f in futures]
+    executor._compile_queue.put(None)
+    executor._gpu_queue.put(None)
+    for thread in threads:
+        thread.join(30)
+
+    assert [r.outcome for r in results] == [oc.NUMERICS_CHANGING, oc.FAILED_VERIFICATION,
+                                            oc.VERIFIED]
+    first, second = results[:2]
+    assert first.error == "numerics-changing: fuses" and first.mismatches
+    assert first.replay_seconds == {"launch": 0.1, "probe": 0.01}
+    assert first.compile_seconds == {"ptxas": 0.1}
+    assert second.error == "allocation 0x10: 3 byte(s) differ"  # a miscompile to bisect
+    # Each failure's variants compiled once, then its probe run alone; nothing twice.
+    assert sorted((c.pipeline, v) for c, v in compiled if v) == \
+        [("default<O1>", True), ("default<O2>", True)]
+    assert sorted((c.pipeline, p) for c, p in gpu.ran) == [
+        ("default<O1>", False), ("default<O1>", True), ("default<O2>", False),
+        ("default<O2>", True), ("default<O3>", False)]
+    assert executor._probe_explains and executor._probe_seconds > 0 and not executor._current
+    # A probe goes before the trials waiting in either queue: its trial ran already.
+    jobs = _Jobs()
+    jobs.put((fine, 0.0, None))
+    jobs.put(ProbeJob(explained, {}, {}, 0.0, None))
+    assert isinstance(jobs.get(), ProbeJob) and jobs.get()[0] == fine
+
+
 def test_every_process_on_a_study_times_as_its_first_did():
     from mneme_cc.tune.settings import TuneSettings, study_timed_launches
 

@@ -120,12 +120,18 @@ def default_assembler(wanted: str | None = None) -> Assembler:
     return assembler_for(wanted, _toolchain_versions()["nvjitlink"])
 
 
+class NotCompiled(LookupError):
+    """Asked for what the cache holds only (`cached_only`), and it holds no entry."""
+
+
 def compile_kernel(bitcode: bytes, ir_hash: str, launch: KernelLaunch, config: ReplayConfig,
                    arch: str, codegen: Codegen, cache_dir: Path | None = None,
-                   assembler: Assembler | None = None) -> CompiledKernel:
+                   assembler: Assembler | None = None,
+                   cached_only: bool = False) -> CompiledKernel:
     """Compiles (or finds in the cache) the kernel as config says, for arch,
     from the IR of a build with the code-generation options `codegen`: its
-    PTX, then its cubin, each through the cache on its own."""
+    PTX, then its cubin, each through the cache on its own. `cached_only`:
+    raises NotCompiled rather than compile what the cache lacks."""
     assembler = assembler or default_assembler()
     root = _cache_root(cache_dir)
     llvm_config = dataclasses.replace(config, **PTXAS_ONLY)
@@ -139,9 +145,10 @@ def compile_kernel(bitcode: bytes, ir_hash: str, launch: KernelLaunch, config: R
         return CompiledKernel(cubin.data, "", cubin.resources, {"ptxas": cubin.seconds},
                               ir_text="")
 
-    lowered = _through_cache(root, ptx_key(ir_hash, launch, config, arch, codegen), lower)
+    lowered = _through_cache(root, ptx_key(ir_hash, launch, config, arch, codegen),
+                             None if cached_only else lower)
     assembled = _through_cache(root, cubin_key(lowered.ptx, launch.name, config, arch,
-                                               assembler.name), assemble)
+                                               assembler.name), None if cached_only else assemble)
     return CompiledKernel(assembled.cubin, lowered.ptx, assembled.resources,
                           {**lowered.seconds, **assembled.seconds},
                           lowered.cache_hit and assembled.cache_hit, lowered.ir_text,
@@ -153,11 +160,14 @@ def _cache_root(cache_dir: Path | str | None) -> Path:
 
 
 def _through_cache(root: Path, key: str, build) -> CompiledKernel:
-    """The cache's entry for key, or build()'s result, stored there."""
+    """The cache's entry for key, or build()'s result, stored there (no build:
+    NotCompiled)."""
     entry = root / key[:2] / key
     cached = _load(entry)
     if cached is not None:
         return cached
+    if build is None:
+        raise NotCompiled(key)
     compiled = build()
     _store(entry, compiled)
     return compiled
@@ -177,11 +187,14 @@ def application_assembler(kernel) -> Assembler:
 
 
 def compile_instance(inst: Instance, config: ReplayConfig, arch: str,
-                     cache_dir=None) -> CompiledKernel:
+                     cache_dir=None, cached_only: bool = False) -> CompiledKernel:
     """The instance's kernel compiled as `config` says (the "ir" baseline: at the
-    recorded settings), through the disk cache."""
+    recorded settings), through the disk cache; `cached_only`: as the cache
+    holds it, or NotCompiled."""
     kernel = inst.db.kernel(inst.static_hash)
     if not kernel.has_ir:
+        if cached_only:
+            raise NotCompiled(kernel.demangled)
         return compile_instance_ptx(inst, kernel, config, arch, cache_dir)
     codegen = codegen_of(kernel)
     if config.baseline == "ir":
@@ -190,7 +203,7 @@ def compile_instance(inst: Instance, config: ReplayConfig, arch: str,
                           tuple((p["offset"], p["size"]) for p in inst.params))
     ir = kernel.description["ir"]
     return compile_kernel(kernel.bitcode(), ir["content_hash"], launch, config, arch, codegen,
-                          cache_dir, application_assembler(kernel))
+                          cache_dir, application_assembler(kernel), cached_only)
 
 
 def compile_instance_ptx(inst: Instance, kernel, config: ReplayConfig, arch: str,

@@ -49,11 +49,13 @@ class Probes:
 
     # -- nondeterminism ----------------------------------------------------------
 
-    def _run(self, config: ReplayConfig, runs: int, after_each) -> None:
+    def _run(self, config: ReplayConfig, runs: int, after_each,
+             cached_only: bool = False) -> None:
         """Runs config `runs` times, each from the prologue at its geometry, and
-        calls after_each(globals_) after each run, with its module loaded."""
+        calls after_each(globals_) after each run, with its module loaded
+        (`cached_only`: NotCompiled unless the compile cache holds it)."""
         inst = self.instance
-        module, function, globals_, _ = self._load(config)
+        module, function, globals_, _ = self._load(config, cached_only=cached_only)
         smem = inst.shared_mem_bytes if config.shared_mem_bytes is None else config.shared_mem_bytes
         try:
             self._allow_shared_memory(function, smem)
@@ -112,9 +114,18 @@ class Probes:
             pass  # a read-only database: the finding holds for this session
         return not self.nondeterminism.deterministic
 
-    def _numerics_found(self, config: ReplayConfig, failed: bool) -> list[str]:
+    def probe(self, config: ReplayConfig) -> list[str]:
+        """How config's numerics differ from the build's, after a replay of it
+        failed verification with its probe pending (`compile_probes` off):
+        the contraction probe run now, compiling what it still lacks."""
+        return self._numerics_found(config, failed=True)
+
+    def _numerics_found(self, config: ReplayConfig, failed: bool,
+                        cached_only: bool = False) -> list[str]:
         """How config's numerics differ from the build's: the rules' answer, or
-        after a failure the contraction probe's where the rules cannot tell."""
+        after a failure the contraction probe's where the rules cannot tell
+        (`cached_only`: NotCompiled when a variant the probe runs is not in
+        the compile cache)."""
         declared = self._numerics_changes(config)
         if not failed or not self.kernel.has_ir:
             return declared
@@ -127,14 +138,15 @@ class Probes:
             if self._unfused_reference is None:
                 reference = KeptOutputs(self.device)
                 try:
-                    self._run(probe.reference(codegen), 1, lambda g: self._keep(reference, g))
+                    self._run(probe.reference(codegen), 1, lambda g: self._keep(reference, g),
+                              cached_only)
                 except BaseException:
                     reference.close()
                     raise
                 self._unfused_reference = reference
             same: list[bool] = []
             self._run(probe.without_contraction(config), 1,
-                      lambda g: same.append(self._same_as(self._unfused_reference, g)))
+                      lambda g: same.append(self._same_as(self._unfused_reference, g)), cached_only)
         except (MnemeError, RuntimeError) as exc:  # RuntimeError: LLVM refused the compile
             _raise_if_sticky(exc)
             return declared

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from mneme_cc.record.db import Instance
 from mneme_cc.replay import outcome as oc
-from mneme_cc.replay.compiling.compiler import CompiledKernel, compile_instance
+from mneme_cc.replay.compiling.compiler import CompiledKernel, NotCompiled, compile_instance
 from mneme_cc.replay.compiling.numerics import codegen_of, numerics_changes
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.judging import nondeterminism as nd
@@ -53,19 +53,24 @@ class Replayer(Probes):
     verification is not timed, and a buffer verified bit for bit that
     differs is told by its differing bytes and the first one's offset,
     counted on the device, not measured on the host (what a study keeps;
-    `mneme diff` measures).
+    `mneme diff` measures). `compile_probes` off: a contraction probe whose
+    variants the compile cache does not hold yet is left pending
+    (`ReplayResult.probe_pending`) for `probe()` to run once they are
+    compiled elsewhere, rather than compiled here (a study's GPU worker).
 
     `open()` takes the GPU, `close()` gives everything back; `with` does both.
     """
 
     def __init__(self, instance: Instance, device: int = 0, cache_dir=None,
-                 probe_nondeterminism: bool = True, brief_failures: bool = False):
+                 probe_nondeterminism: bool = True, brief_failures: bool = False,
+                 compile_probes: bool = True):
         self.instance = instance
         self.kernel = instance.db.kernel(instance.static_hash)
         self.ordinal = device
         self.cache_dir = cache_dir
         self.probe_nondeterminism = probe_nondeterminism
         self.brief_failures = brief_failures
+        self.compile_probes = compile_probes
         self.nondeterminism = nd.load(instance)
         self.params = dev.KernelParams(instance.args, instance.params)
         self.state: DeviceState | None = None
@@ -143,9 +148,11 @@ class Replayer(Probes):
 
     # -- one kernel on the device ---------------------------------------------
 
-    def _load(self, config: ReplayConfig, compiled: CompiledKernel | None = None):
+    def _load(self, config: ReplayConfig, compiled: CompiledKernel | None = None,
+              cached_only: bool = False):
         """(module, function, globals: name -> device address, compiled or None);
-        `compiled`: the config's kernel, built already."""
+        `compiled`: the config's kernel, built already; `cached_only`: raise
+        NotCompiled rather than compile it here."""
         inst, kernel = self.instance, self.kernel
         if config.baseline == "original":
             compiled = None
@@ -155,7 +162,8 @@ class Replayer(Probes):
                                       "recorded")
             module = self.device.load_module(image, "loading the application's image")
         else:
-            compiled = compiled or compile_instance(inst, config, self.device.arch, self.cache_dir)
+            compiled = compiled or compile_instance(inst, config, self.device.arch, self.cache_dir,
+                                                    cached_only)
             module = self.device.load_module(compiled.cubin, "loading the cubin")
         try:
             function = module.function(inst.kernel_name, "finding the kernel")
@@ -336,7 +344,12 @@ class Replayer(Probes):
                 config, lambda: self.state.restore(globals_),
                 lambda: self._launch(function, grid, block, smem), stop_above_ms)
             lap("time")
-            numerics = self._numerics_found(config, bool(mismatches))
+            probe_pending = False
+            try:
+                numerics = self._numerics_found(config, bool(mismatches),
+                                                cached_only=not self.compile_probes)
+            except NotCompiled:
+                numerics, probe_pending = self._numerics_changes(config), True
             if mismatches:
                 lap("probe")  # the contraction probe's runs, where it applies
             occupancy, limit = self._occupancy(function, block, smem)
@@ -345,6 +358,6 @@ class Replayer(Probes):
                                 compiled.seconds if compiled else {},
                                 compiled.cache_hit if compiled else False,
                                 occupancy, limit, len(compiled.cubin) if compiled else 0, spent,
-                                compiled, numerics, tolerated)
+                                compiled, numerics, tolerated, probe_pending)
         finally:
             module.unload()
