@@ -297,8 +297,7 @@ def test_a_study_leaves_a_probe_s_compiles_to_its_compile_processes(example_bina
                                   pipeline="sroa,instcombine,mneme-drop-store,instcombine")
     with ReplayExecutor(inst, devices=[0], compile_workers=2,
                         cache_dir=tmp_path / "study-cache") as executor:
-        explained, unexplained = (executor.evaluate(c) for c in (
-            build.baseline_config(specialize_args=(6,), **quick), planted))
+        explained, unexplained = (executor.evaluate(c) for c in (specialised, planted))
         assert executor.probe_compile_seconds > 0
     assert explained.outcome == oc.NUMERICS_CHANGING
     assert explained.error == f"numerics-changing: {probe.REASON}"
