@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 
 from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.tune.feasibility import FaultingGeometries
 from mneme_cc.tune.workers import GpuWorker, Worker
 
 GPU_DEPTH = 2  # trials a GPU worker holds: the one it replays and the next
@@ -45,13 +46,15 @@ class ProbeJob(NamedTuple):
     stages: dict[str, Any]
     started: float
     future: Future
+    pending_at: float
 
 
 class ReadyTrial(NamedTuple):
     """A trial ready for a GPU: its compile stages, and the kernel its compile
     process built (None for the application's image), sent on to the GPU worker
     so that it need not look it up again; or, with `probe_of`, the probe of a
-    trial whose variants are compiled now."""
+    trial whose variants are compiled now (`waited`: what that trial had
+    waited already, queued for a GPU or a compile process)."""
 
     config: ReplayConfig
     seconds: dict[str, float]
@@ -60,17 +63,26 @@ class ReadyTrial(NamedTuple):
     compiled_at: float
     future: Future
     probe_of: ProbeJob | None = None
+    waited: float = 0.0
 
 
 class _Jobs(queue.Queue):
-    """A work queue where a probe comes before the trials waiting: its trial
-    has run already and waits on it alone."""
+    """A work queue where probes come before the trials waiting (a probe's
+    trial has run already and waits on it alone), in the order they came."""
+
+    def _init(self, maxsize: int) -> None:
+        super()._init(maxsize)
+        self.probes: collections.deque = collections.deque()
+
+    def _qsize(self) -> int:
+        return len(self.probes) + len(self.queue)
 
     def _put(self, item) -> None:
-        if isinstance(item, ProbeJob) or getattr(item, "probe_of", None) is not None:
-            self.queue.appendleft(item)
-        else:
-            self.queue.append(item)
+        probe = isinstance(item, ProbeJob) or getattr(item, "probe_of", None) is not None
+        (self.probes if probe else self.queue).append(item)
+
+    def _get(self):
+        return self.probes.popleft() if self.probes else self.queue.popleft()
 
 
 @dataclass
@@ -118,10 +130,11 @@ class ReplayExecutor:
         self.trial_timeout, self.compile_timeout = trial_timeout, compile_timeout
         # The time a trial must beat to be timed in full (the tuner sets it).
         self.race_above_ms: float | None = None
-        # Why a trial's configuration should no longer run, checked as it
-        # reaches the GPU, or None (the tuner sets it: what the study learned
-        # while the trial was compiled and queued).
-        self.veto: Callable[[ReplayConfig], str | None] | None = None
+        # The launch geometries the study found faulting, or None (the tuner
+        # sets it): told of every trial's outcome as it settles, and asked
+        # why a trial should no longer run as it is sent to a GPU worker
+        # (what the study learned while it was compiled and queued).
+        self.faults: FaultingGeometries | None = None
         # Set once the contraction probe has explained a failure: from then on,
         # while trials wait for a GPU, a compile process that has compiled a
         # trial also compiles what its probe would run (mneme_cc.tune.workers).
@@ -200,6 +213,7 @@ class ReplayExecutor:
                 else:
                     self._compile_one(worker, config, started, future)
             except BaseException as exc:  # noqa: BLE001 - never leave a future unresolved
+                self._current.pop(future, None)
                 self._settle(future, TrialResult(oc.COMPILE_ERROR, config, error=f"the compile "
                              f"stage failed: {type(exc).__name__}: {exc}"))
 
@@ -232,51 +246,72 @@ class ReplayExecutor:
                 self._compile_probe_variants(worker, config)
 
     def _compile_probe(self, worker: Worker, job: ProbeJob) -> None:
-        """Compiles what a failed trial's pending probe runs, then queues the
-        probe for a GPU (whose worker compiles what a failed compile left)."""
+        """Compiles what a failed trial's pending probe runs (its `probe`
+        compile stage), then queues the probe for a GPU. Should a compile
+        fail, the GPU worker's probe compiles what is missing itself."""
         if self._cancelled.is_set():
-            self._settle(job.future, self._cancelled_result(job.config, job.started))
+            self._settle(job.future, self._cancelled_result(job.config, job.started, **job.stages))
             return
         self._current[job.future] = (job.config, job.started, job.future)
-        self._compile_probe_variants(worker, job.config)
+        begun = time.perf_counter()
+        self._compile_probe_variants(worker, job.config, ahead=False)
         self._current.pop(job.future, None)
         now = time.perf_counter()
-        self._gpu_queue.put(ReadyTrial(job.config, {}, None, job.started, now, job.future, job))
+        job.stages["compile_seconds"] = {**job.stages["compile_seconds"], "probe": now - begun}
+        waited = job.stages["queue_seconds"] + begun - job.pending_at
+        self._gpu_queue.put(ReadyTrial(job.config, {}, None, job.started, now, job.future, job,
+                                       waited))
+        if self._cancelled.is_set():  # cancel() may have drained the queue already
+            self._drain()
 
-    def _compile_probe_variants(self, worker: Worker, config: ReplayConfig) -> None:
-        """Compiles ahead what config's contraction probe would run (two
-        compiles, so twice a compile's limit); whatever happens is no trial's
-        outcome (the probe compiles what is missing)."""
+    def _compile_probe_variants(self, worker: Worker, config: ReplayConfig,
+                                ahead: bool = True) -> None:
+        """Compiles what config's contraction probe would run (two compiles,
+        so twice a compile's limit); whatever happens is no trial's outcome
+        (the probe compiles what is missing). `ahead`: before any failure, for
+        the executor's own count (a trial's pending probe counts as its own)."""
         begun = time.perf_counter()
         try:
             worker.ask((config.to_json(), self.arch, True), 2 * self.compile_timeout)
         except Exception:  # noqa: BLE001 - never the queued trial's failure
             pass
-        with self._probe_lock:
-            self._probe_seconds += time.perf_counter() - begun
+        if ahead:
+            with self._probe_lock:
+                self._probe_seconds += time.perf_counter() - begun
 
     @property
     def probe_compile_seconds(self) -> float:
-        """Compile processes' seconds spent compiling ahead for probes."""
+        """Compile processes' seconds spent compiling ahead for probes (no
+        trial's own: a trial's pending probe is its `probe` compile stage)."""
         with self._probe_lock:
             return self._probe_seconds
 
     def _serve(self, worker: GpuWorker) -> None:
         """Keeps up to GPU_DEPTH trials with the worker: the next is in its
         pipe while it replays one, so it starts as soon as that one is
-        answered, not after this thread's turn comes round."""
+        answered, not after this thread's turn comes round. A second trial is
+        taken only while there are trials enough for every GPU."""
         sent: collections.deque = collections.deque()
+
+        def dispatch(item: ReadyTrial) -> None:
+            if (stages := self._guard(item, self._send_trial, worker, item)) is not None:
+                if not sent:  # the worker is idle: it starts now
+                    self._starts(item, stages)
+                sent.append((item, stages))
+
         stopping = False
         while True:
             while not stopping and len(sent) < GPU_DEPTH:
+                if sent and self._gpu_queue.qsize() < len(self.workers):
+                    break
                 try:
                     item = self._gpu_queue.get(block=not sent)
                 except queue.Empty:
                     break
                 if item is None:
                     stopping = True
-                elif stages := self._guard(item, self._send_trial, worker, item):
-                    sent.append((item, stages))
+                else:
+                    dispatch(item)
             if not sent:
                 if stopping:
                     return
@@ -288,8 +323,14 @@ class ReplayExecutor:
                 held = [i for i, _ in sent]
                 sent.clear()
                 for i in held:
-                    if stages := self._guard(i, self._send_trial, worker, i):
-                        sent.append((i, stages))
+                    dispatch(i)
+            elif sent:
+                self._starts(*sent[0])  # held, it started as this answer came
+
+    @staticmethod
+    def _starts(item: ReadyTrial, stages: dict) -> None:
+        """The trial (or probe) reaches the GPU now: its wait for one ends."""
+        stages["queue_seconds"] = item.waited + time.perf_counter() - item.compiled_at
 
     def _guard(self, item: ReadyTrial, step: Callable[..., Any], *args) -> Any:
         """step(*args); a step that fails ends the item's trial as a runtime error
@@ -310,7 +351,8 @@ class ReplayExecutor:
         study learned meanwhile)."""
         config, started, future = item.config, item.started, item.future
         stages = item.probe_of.stages if item.probe_of else {
-            "compile_seconds": item.seconds, "queue_seconds": time.perf_counter() - item.compiled_at}
+            "compile_seconds": item.seconds, "queue_seconds": 0.0}
+        self._starts(item, stages)  # until the worker starts it
         self._current.pop(future, None)  # sent again: the worker that held it is gone
         if self._cancelled.is_set():
             self._settle(future, self._cancelled_result(config, started, **stages))
@@ -319,14 +361,17 @@ class ReplayExecutor:
             self._current[future] = (config, started, future)
             worker.send((config.to_json(), None, None, True))
             return stages
-        if config.baseline is None and self.veto is not None and (why := self.veto(config)):
+        if config.baseline is None and self.faults is not None and \
+                (why := self.faults.reason(config)):
             self._settle(future, TrialResult(oc.INFEASIBLE, config, error=why, **stages,
                                              seconds=time.perf_counter() - started))
             return None
         self._current[future] = (config, started, future)
         # A trial (not a baseline) races the best so far, as it is when sent.
         race = self.race_above_ms if config.baseline is None else None
-        worker.send((config.to_json(), race, item.kernel, False))
+        # Built for the first GPU's architecture: another's worker compiles its own.
+        kernel = item.kernel if worker.arch == self.arch else None
+        worker.send((config.to_json(), race, kernel, False))
         return stages
 
     def _answer_trial(self, worker: GpuWorker, item: ReadyTrial, stages: dict) -> None:
@@ -346,9 +391,12 @@ class ReplayExecutor:
             reply = {"outcome": oc.RUNTIME_ERROR,
                      "error": f"the replay worker died (exit status {reply})"}
         if reply.pop("probe_pending", False):  # compiled elsewhere, then probed
-            self._compile_queue.put(ProbeJob(config, reply, stages, started, future))
+            self._compile_queue.put(ProbeJob(config, reply, stages, started, future,
+                                             time.perf_counter()))
+            if self._cancelled.is_set():  # cancel() may have drained the queue already
+                self._drain()
             return
-        if item.probe_of and reply["outcome"] in (oc.NUMERICS_CHANGING, oc.FAILED_VERIFICATION):
+        if item.probe_of:
             reply = _probed(item.probe_of.failed, reply)
         reply.setdefault("error", "")
         if reply["outcome"] == oc.NUMERICS_CHANGING:
@@ -360,6 +408,8 @@ class ReplayExecutor:
             # An element type counts elements; a brief mismatch has none (bytes).
             unit = "element" if (first.get("stats") or {}).get("dtype") else "byte"
             result.error = f"{first['buffer']}: {first['count']} {unit}(s) differ"
+        if self.faults is not None:  # before the trials held behind it are sent again
+            self.faults.note(config, result.outcome, result.error)
         self._settle(future, result)
 
     def cancel(self) -> None:
@@ -413,9 +463,15 @@ class ReplayExecutor:
 
 def _probed(failed: dict[str, Any], probed: dict[str, Any]) -> dict[str, Any]:
     """A failed trial's answer once its pending probe has run: the probe's
-    verdict and its seconds, the failure's measures."""
+    verdict and seconds with the failure's measures; a probe that could not
+    judge (its compile refused) leaves the failure as it was; a probe's fault
+    or hang is the trial's end, as when the probe ran with the trial."""
+    if probed["outcome"] not in (oc.NUMERICS_CHANGING, oc.FAILED_VERIFICATION, oc.COMPILE_ERROR):
+        return probed
     seconds = dict(failed.get("replay_seconds") or {})
     for stage, spent in (probed.get("replay_seconds") or {}).items():
         seconds[stage] = seconds.get(stage, 0.0) + spent
-    return {**failed, "outcome": probed["outcome"], "replay_seconds": seconds,
-            "error": probed.get("error") or failed.get("error", "")}
+    judged = probed["outcome"] != oc.COMPILE_ERROR
+    return {**failed, "replay_seconds": seconds,
+            "outcome": probed["outcome"] if judged else failed["outcome"],
+            "error": probed.get("error") if judged and probed.get("error") else failed.get("error", "")}

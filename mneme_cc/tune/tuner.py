@@ -219,7 +219,7 @@ class Tuner:
                 - self.time_spent["startup"]
             self.started = time.perf_counter()
             # A trial queued before a fault ruled its geometry out is not run either.
-            ex.veto = self.faulting.reason
+            ex.faults = self.faulting
             in_flight: dict[Any, tuple] = {}  # future -> (trial, params, config, its key)
             try:
                 self.askers = askers.start(self)
@@ -231,8 +231,8 @@ class Tuner:
                 finally:
                     if self.askers:
                         self.askers.close()
-        if ex.probe_compile_seconds:  # compiled ahead, no trial's own; read once closed
-            self.time_spent["compile.probe"] = ex.probe_compile_seconds
+        if ex.probe_compile_seconds:  # compiled ahead, beside the trials' own; read once closed
+            self.time_spent["compile.probe"] += ex.probe_compile_seconds
         self.time_spent["wall"] = time.perf_counter() - begun
         self._adopt_study_best()
         self._write_reports()

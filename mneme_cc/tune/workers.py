@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -41,6 +42,23 @@ def _messages(conn) -> Iterator[Any]:
             return
         if message is None:
             return
+        yield message
+
+
+def _inbox(conn) -> Iterator[Any]:
+    """What the executor sends, as _messages(), read on a thread of its own
+    as it arrives: the executor may send the next trial (with its kernel's
+    bytes, more than a pipe holds) while this process replays one, and must
+    never block on a pipe nobody reads while it waits for that answer."""
+    arrived: queue.SimpleQueue = queue.SimpleQueue()
+
+    def read() -> None:
+        for message in _messages(conn):
+            arrived.put(message)
+        arrived.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    while (message := arrived.get()) is not None:
         yield message
 
 
@@ -132,7 +150,7 @@ def _gpu_main(conn, db_path: str, name: str, cache_dir: str | None, ordinal: int
         conn.send({"fatal": str(exc)})
         return
     conn.send({"ready": replayer.device.arch})
-    for message in _messages(conn):
+    for message in _inbox(conn):
         config_json, stop_above_ms, kernel, probe_only = message
         config = ReplayConfig.from_json(config_json)
         try:

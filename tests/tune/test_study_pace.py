@@ -128,6 +128,8 @@ def test_a_queued_trial_whose_geometry_faulted_meanwhile_never_reaches_the_gpu()
     wide = ReplayConfig(grid=(4, 1, 1), block=(1024, 1, 1))
 
     class Worker:  # the GPU worker's pipe: what it held, what it ran
+        arch = "sm_90"
+
         def __init__(self):
             self.held, self.ran, self.restarts, self.most_held = [], [], 0, 0
 
@@ -149,17 +151,17 @@ def test_a_queued_trial_whose_geometry_faulted_meanwhile_never_reaches_the_gpu()
     seen = FaultingGeometries((16, 1, 1), (256, 1, 1))
     executor = object.__new__(ReplayExecutor)  # its GPU stage alone, no processes
     executor._cancelled, executor._current, executor._gpu_queue = threading.Event(), {}, queue.Queue()
-    executor.race_above_ms, executor.veto, executor.trial_timeout = None, seen.reason, 30.0
+    executor.race_above_ms, executor.faults, executor.trial_timeout = None, seen, 30.0
+    worker = Worker()
+    executor.workers, executor.arch = [worker], "sm_90"
     configs = [wide, dataclasses.replace(wide, pipeline="default<O1>"),
                dataclasses.replace(wide, baseline="ir"), ReplayConfig(block=(128, 1, 1))]
     futures = [Future() for _ in configs]
-    # The tuner notes a fault as its trial settles.
-    futures[0].add_done_callback(lambda f: seen.note(wide, f.result().outcome, f.result().error))
     now = time.perf_counter()
     for config, future in zip(configs, futures, strict=True):
         executor._gpu_queue.put(ReadyTrial(config, {"ptxas": 0.1}, None, now, now, future))
     executor._gpu_queue.put(None)
-    worker = Worker()
+    # The executor notes the fault before it sends again what the worker held.
     executor._serve(worker)
 
     results = [f.result(timeout=0) for f in futures]
@@ -194,6 +196,8 @@ def test_a_failure_s_probe_is_compiled_by_a_compile_process_then_run_alone():
             return "reply", ("", {"ptxas": 0.1}, {"cubin": b"", "resources": {}})
 
     class Gpu:  # a GPU worker: what it ran, in order
+        arch = "sm_90"
+
         def __init__(self):
             self.held, self.ran, self.restarts = [], [], 0
 
@@ -218,7 +222,7 @@ def test_a_failure_s_probe_is_compiled_by_a_compile_process_then_run_alone():
     executor = object.__new__(ReplayExecutor)  # its queues and threads alone, no processes
     executor._cancelled, executor._current = threading.Event(), {}
     executor._compile_queue, executor._gpu_queue = _Jobs(), _Jobs()
-    executor.race_above_ms, executor.veto, executor.arch = None, None, "sm_90"
+    executor.race_above_ms, executor.faults, executor.arch = None, None, "sm_90"
     executor.trial_timeout = executor.compile_timeout = 30.0
     executor._probe_explains, executor._probe_seconds = False, 0.0
     executor._probe_lock, executor.workers = threading.Lock(), [None]
@@ -233,13 +237,14 @@ def test_a_failure_s_probe_is_compiled_by_a_compile_process_then_run_alone():
     executor._gpu_queue.put(None)
     for thread in threads:
         thread.join(30)
+        assert not thread.is_alive()
 
     assert [r.outcome for r in results] == [oc.NUMERICS_CHANGING, oc.FAILED_VERIFICATION,
                                             oc.VERIFIED]
     first, second = results[:2]
     assert first.error == "numerics-changing: fuses" and first.mismatches
     assert first.replay_seconds == {"launch": 0.1, "probe": 0.01}
-    assert first.compile_seconds == {"ptxas": 0.1}
+    assert first.compile_seconds["ptxas"] == 0.1 and first.compile_seconds["probe"] > 0
     assert second.error == "allocation 0x10: 3 byte(s) differ"  # a miscompile to bisect
     # Each failure's variants compiled once, then its probe run alone; nothing twice.
     assert sorted((c.pipeline, v) for c, v in compiled if v) == \
@@ -247,12 +252,31 @@ def test_a_failure_s_probe_is_compiled_by_a_compile_process_then_run_alone():
     assert sorted((c.pipeline, p) for c, p in gpu.ran) == [
         ("default<O1>", False), ("default<O1>", True), ("default<O2>", False),
         ("default<O2>", True), ("default<O3>", False)]
-    assert executor._probe_explains and executor._probe_seconds > 0 and not executor._current
+    # Compiled for the trial that waited on it: its own stage, not the executor's ahead count.
+    assert executor._probe_explains and executor._probe_seconds == 0 and not executor._current
     # A probe goes before the trials waiting in either queue: its trial ran already.
     jobs = _Jobs()
     jobs.put((fine, 0.0, None))
-    jobs.put(ProbeJob(explained, {}, {}, 0.0, None))
-    assert isinstance(jobs.get(), ProbeJob) and jobs.get()[0] == fine
+    jobs.put(ProbeJob(explained, {}, {}, 0.0, None, 0.0))
+    jobs.put(ProbeJob(miscompiled, {}, {}, 0.0, None, 0.0))
+    assert [jobs.get()[0] for _ in range(3)] == [explained, miscompiled, fine]
+
+
+def test_a_probe_that_cannot_judge_leaves_the_failure_and_one_that_faults_ends_it():
+    from mneme_cc.replay import outcome as oc
+    from mneme_cc.tune.executor import _probed
+
+    failed = {"outcome": oc.FAILED_VERIFICATION, "error": "keeps the build's numerics",
+              "mismatches": [{"buffer": "b", "count": 1}], "replay_seconds": {"launch": 0.1}}
+    judged = _probed(failed, {"outcome": oc.NUMERICS_CHANGING, "error": "numerics-changing: x",
+                              "replay_seconds": {"probe": 0.2}})
+    assert judged["outcome"] == oc.NUMERICS_CHANGING and judged["error"] == "numerics-changing: x"
+    assert judged["mismatches"] and judged["replay_seconds"] == {"launch": 0.1, "probe": 0.2}
+    refused = _probed(failed, {"outcome": oc.COMPILE_ERROR, "error": "LLVM refused it"})
+    assert {k: refused[k] for k in ("outcome", "error")} == \
+        {"outcome": oc.FAILED_VERIFICATION, "error": "keeps the build's numerics"}
+    fault = {"outcome": oc.RUNTIME_ERROR, "error": oc.PROBE_FAULT + "CUDA_ERROR_ILLEGAL_ADDRESS"}
+    assert _probed(failed, fault) == fault
 
 
 def test_every_process_on_a_study_times_as_its_first_did():

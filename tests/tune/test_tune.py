@@ -704,8 +704,11 @@ def test_the_dataset_holds_every_trial_as_parquet_and_as_t4(instance, tmp_path):
     tune(instance, tmp_path, space="standard", trials=30,
          out_dir=instance.db.path / "tune" / "one")
     db = str(instance.db.path)
-    lines = [json.loads(x) for x in
-             (instance.db.path / "tune" / "one" / "trials.jsonl").read_text().splitlines()]
+    jsonl = instance.db.path / "tune" / "one" / "trials.jsonl"
+    lines = [json.loads(x) for x in jsonl.read_text().splitlines()]
+    # A failure whose probe waited for its variants' compile: not the configuration's compile.
+    lines[0]["stage_seconds"] = {"compile.ptxas": 0.25, "compile.probe": 4.0}
+    jsonl.write_text("".join(json.dumps(x) + "\n" for x in lines))
     out = run(["mneme", "dataset", "-rdb", db, "--out", str(tmp_path / "trials.parquet")])
     assert f"{len(lines)} trial(s)" in out.stdout
     table = pq.read_table(tmp_path / "trials.parquet").to_pylist()
@@ -728,6 +731,7 @@ def test_the_dataset_holds_every_trial_as_parquet_and_as_t4(instance, tmp_path):
             line["outcome"]]
         assert result["correctness"] == (1 if line["outcome"] == oc.VERIFIED else 0)
         assert result["times"]["runtimes"] == line["samples_ms"]
+    assert t4["results"][0]["times"]["compilation_time"] == 0.25
     for args, message in (
             (["--out", str(tmp_path / "x.csv")], "say the format with --format"),
             (["--out", str(tmp_path)], "is a directory"),
@@ -777,6 +781,33 @@ def test_a_worker_holds_the_next_message_while_it_answers_one():
         assert worker.receive(0.01) == ("timeout", None)  # the slow worker is replaced
         assert worker.restarts == 1 and worker.ask("four", 30)[1]["echo"] == "four"
     finally:
+        worker.close()
+
+
+def test_a_replay_that_hangs_is_timed_out_whatever_the_trial_held_behind_it():
+    """The next trial (with its kernel's bytes, more than a pipe holds) is
+    read by the worker while it replays one: sending it never blocks, so the
+    one it replays is still timed out."""
+    import threading
+
+    from tune_doubles import busy_worker_main
+
+    from mneme_cc.tune.workers import Worker
+
+    class Busy(Worker):
+        target = staticmethod(busy_worker_main)
+
+    worker = Busy("x", "x", None)
+    try:
+        worker.send("hang")
+        sender = threading.Thread(target=worker.send, args=(b"k" * (8 << 20),))
+        sender.start()
+        sender.join(60)
+        assert not sender.is_alive()
+        assert worker.receive(0.5) == ("timeout", None) and worker.restarts == 1
+        assert worker.ask("next", 30) == ("reply", {"outcome": "verified", "bytes": 4})
+    finally:
+        worker.cancel()
         worker.close()
 
 

@@ -146,3 +146,17 @@ def echo_worker_main(conn, *_):
     while (message := conn.recv()) is not None:
         time.sleep(0.2)
         conn.send({"outcome": "verified", "echo": message, "next_waiting": conn.poll()})
+
+
+def busy_worker_main(conn, *_):
+    """A GPU worker's reading of its pipe around a replay that never ends
+    ("hang"): what arrives meanwhile is read all the same."""
+    import time
+
+    from mneme_cc.tune.workers import _inbox
+
+    conn.send({"ready": "sm_90"})
+    for message in _inbox(conn):
+        if message == "hang":
+            time.sleep(3600)
+        conn.send({"outcome": "verified", "bytes": len(message)})

@@ -53,7 +53,7 @@ class GpuComparer:
     def _launch(self, function, *args: int, work: int) -> None:
         values = [ctypes.c_uint64(v) for v in args]
         pointers = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
-        blocks = max(1, min(4096, -(-work // 256)))
+        blocks = max(1, min(4096, -(-work // 256)))  # whole warps: each sums its lanes' counts
         self.device.launch(function, (blocks, 1, 1), (256, 1, 1), 0, ctypes.addressof(pointers),
                            what="comparing")
 

@@ -177,9 +177,9 @@ class Probes:
         regions = self.state.output_addresses(globals_)
         if {buffer_name(r) for r, _ in regions} != kept.at.keys():
             return False
-        return all(not region.size or
-                   self.comparer.differing(address, kept.at[buffer_name(region)], region.size)[0] == 0
-                   for region, address in regions)
+        pairs = [(address, kept.at[buffer_name(region)], region.size)
+                 for region, address in regions if region.size]
+        return all(count == 0 for count, _ in self.comparer.differing_all(pairs))
 
 
 class KeptOutputs:
