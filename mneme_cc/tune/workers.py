@@ -53,9 +53,13 @@ def _inbox(conn) -> Iterator[Any]:
     arrived: queue.SimpleQueue = queue.SimpleQueue()
 
     def read() -> None:
-        for message in _messages(conn):
-            arrived.put(message)
-        arrived.put(None)
+        try:
+            for message in _messages(conn):
+                arrived.put(message)
+        except OSError:
+            pass  # the executor's end is gone: this process ends too
+        finally:
+            arrived.put(None)
 
     threading.Thread(target=read, daemon=True).start()
     while (message := arrived.get()) is not None:

@@ -811,6 +811,27 @@ def test_a_replay_that_hangs_is_timed_out_whatever_the_trial_held_behind_it():
         worker.close()
 
 
+def test_a_worker_whose_tuner_is_gone_ends_even_with_an_answer_unread():
+    """The tuner's end of the pipe closed (its process killed) while an
+    answer waits unread: the worker ends, rather than hold its GPU."""
+    from tune_doubles import busy_worker_main
+
+    from mneme_cc.tune.workers import Worker
+
+    class Busy(Worker):
+        target = staticmethod(busy_worker_main)
+
+    worker = Busy("x", "x", None)
+    try:
+        worker.send("answered, never read")
+        time.sleep(0.5)
+        worker.conn.close()
+        worker.process.join(30)
+        assert not worker.process.is_alive()
+    finally:
+        worker.cancel()
+
+
 def test_damaged_trial_lines_are_left_out_and_counted_everywhere(instance, tmp_path):
     tune(instance, tmp_path, space="quick", trials=6, out_dir=instance.db.path / "tune" / "one")
     trials = instance.db.path / "tune" / "one" / "trials.jsonl"
