@@ -262,6 +262,40 @@ def test_a_failure_s_probe_is_compiled_by_a_compile_process_then_run_alone():
     assert [jobs.get()[0] for _ in range(3)] == [explained, miscompiled, fine]
 
 
+def test_a_trial_s_kernel_goes_to_gpus_of_its_architecture_and_its_wait_ends_as_it_starts():
+    import threading
+    import time
+    from concurrent.futures import Future
+
+    from mneme_cc.replay.config import ReplayConfig
+    from mneme_cc.tune.executor import ReadyTrial, ReplayExecutor
+
+    class Worker:
+        def __init__(self, arch):
+            self.arch, self.sent = arch, []
+
+        def send(self, message):
+            self.sent.append(message)
+
+    executor = object.__new__(ReplayExecutor)  # its GPU stage alone, no processes
+    executor._cancelled, executor._current, executor.faults = threading.Event(), {}, None
+    executor.race_above_ms, executor.arch = 2.5, "sm_90"
+    kernel = {"cubin": b"\x7fELF", "resources": {}}
+    compiled_at = time.perf_counter() - 1.0
+    same, other = Worker("sm_90"), Worker("sm_100")
+    for worker in (same, other):
+        item = ReadyTrial(ReplayConfig(), {"ptxas": 0.1}, kernel, compiled_at - 1.0, compiled_at,
+                          Future())
+        stages = executor._send_trial(worker, item)
+        assert stages["compile_seconds"] == {"ptxas": 0.1} and stages["queue_seconds"] >= 1.0
+        time.sleep(0.01)
+        executor._starts(item, stages)  # held until now
+        assert stages["queue_seconds"] >= 1.01
+    # Built for sm_90: a GPU of another architecture compiles its own.
+    assert same.sent[0][2] is kernel and other.sent[0][2] is None
+    assert same.sent[0][1] == 2.5 and not same.sent[0][3]  # raced, not a probe
+
+
 def test_a_probe_that_cannot_judge_leaves_the_failure_and_one_that_faults_ends_it():
     from mneme_cc.replay import outcome as oc
     from mneme_cc.tune.executor import _probed
