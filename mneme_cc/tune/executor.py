@@ -5,8 +5,10 @@ compile processes and run by one worker process per GPU (tune.workers).
         futures = [ex.submit(config) for config in configs]
         results = [f.result() for f in futures]      # TrialResult each
 
-Each GPU worker restores the instance once and replays what it is sent.
-Every trial ends in one outcome (mneme_cc.replay.outcome). A trial that runs
+Each GPU worker restores the instance once and replays what it is sent,
+holding the next trial while it replays one; a failure whose contraction
+probe needs compiling comes back pending, and the probe runs once a compile
+process has compiled it. Every trial ends in one outcome (mneme_cc.replay.outcome). A trial that runs
 past `trial_timeout` gets its worker killed; a compile past
 `compile_timeout` gets its compile process killed; a kernel fault or a dead
 worker is a runtime_error; each time a fresh process takes over and the
