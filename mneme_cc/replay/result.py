@@ -13,6 +13,11 @@ from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.judging.verify import Mismatch
 
 
+def numerics_failure(numerics: list[str]) -> str:
+    """What a failure whose configuration changes the numerics means, in one line."""
+    return "numerics-changing: " + "; ".join(numerics)
+
+
 @dataclass
 class ReplayResult:
     config: ReplayConfig
@@ -61,7 +66,7 @@ class ReplayResult:
         if self.verified:
             return None
         if self.numerics:
-            return "numerics-changing: " + "; ".join(self.numerics)
+            return numerics_failure(self.numerics)
         if self.config.pin_contraction:
             return ("pinned contraction: the application's ptxas fused multiply-adds that LLVM "
                     "left (mneme check's pinned column), or a miscompile (mneme bisect)")

@@ -145,7 +145,7 @@ class ReplayExecutor:
         self._probe_lock = threading.Lock()
         self._cancelled = threading.Event()
         # What the workers are working on or hold: cancel() ends it without waiting.
-        self._current: dict[Future, tuple[ReplayConfig, float, Future]] = {}
+        self._current: dict[Future, tuple[ReplayConfig, float]] = {}  # future -> (config, started)
         self.compilers: list[Worker] = []
         self.workers: list[GpuWorker] = []
         try:
@@ -224,7 +224,7 @@ class ReplayExecutor:
         if self._cancelled.is_set():
             self._settle(future, self._cancelled_result(config, started))
             return
-        self._current[future] = (config, started, future)
+        self._current[future] = (config, started)
         kind, reply = worker.ask((config.to_json(), self.arch, False), self.compile_timeout)
         self._current.pop(future, None)
         spent = {"compile_seconds": {"failed": time.perf_counter() - started}}
@@ -245,7 +245,9 @@ class ReplayExecutor:
                                           started, time.perf_counter(), future))
             # With the trial queued, and only while the GPU is behind.
             if self._probe_explains and self._gpu_queue.qsize() >= len(self.workers):
-                self._compile_probe_variants(worker, config)
+                spent = self._compile_probe_variants(worker, config)
+                with self._probe_lock:
+                    self._probe_seconds += spent
 
     def _compile_probe(self, worker: Worker, job: ProbeJob) -> None:
         """Compiles what a failed trial's pending probe runs (its `probe`
@@ -254,32 +256,28 @@ class ReplayExecutor:
         if self._cancelled.is_set():
             self._settle(job.future, self._cancelled_result(job.config, job.started, **job.stages))
             return
-        self._current[job.future] = (job.config, job.started, job.future)
+        self._current[job.future] = (job.config, job.started)
         begun = time.perf_counter()
-        self._compile_probe_variants(worker, job.config, ahead=False)
+        spent = self._compile_probe_variants(worker, job.config)
         self._current.pop(job.future, None)
         now = time.perf_counter()
-        job.stages["compile_seconds"] = {**job.stages["compile_seconds"], "probe": now - begun}
+        job.stages["compile_seconds"] = {**job.stages["compile_seconds"], "probe": spent}
         waited = job.stages["queue_seconds"] + begun - job.pending_at
         self._gpu_queue.put(ReadyTrial(job.config, {}, None, job.started, now, job.future, job,
                                        waited))
         if self._cancelled.is_set():  # cancel() may have drained the queue already
             self._drain()
 
-    def _compile_probe_variants(self, worker: Worker, config: ReplayConfig,
-                                ahead: bool = True) -> None:
+    def _compile_probe_variants(self, worker: Worker, config: ReplayConfig) -> float:
         """Compiles what config's contraction probe would run (two compiles,
-        so twice a compile's limit); whatever happens is no trial's outcome
-        (the probe compiles what is missing). `ahead`: before any failure, for
-        the executor's own count (a trial's pending probe counts as its own)."""
+        so twice a compile's limit) and gives the seconds it took; whatever
+        happens is no trial's outcome (the probe compiles what is missing)."""
         begun = time.perf_counter()
         try:
             worker.ask((config.to_json(), self.arch, True), 2 * self.compile_timeout)
         except Exception:  # noqa: BLE001 - never the queued trial's failure
             pass
-        if ahead:
-            with self._probe_lock:
-                self._probe_seconds += time.perf_counter() - begun
+        return time.perf_counter() - begun
 
     @property
     def probe_compile_seconds(self) -> float:
@@ -360,7 +358,7 @@ class ReplayExecutor:
             self._settle(future, self._cancelled_result(config, started, **stages))
             return None
         if item.probe_of:  # the trial ran: its probe is no new trial to veto or race
-            self._current[future] = (config, started, future)
+            self._current[future] = (config, started)
             worker.send((config.to_json(), None, None, True))
             return stages
         if config.baseline is None and self.faults is not None and \
@@ -368,7 +366,7 @@ class ReplayExecutor:
             self._settle(future, TrialResult(oc.INFEASIBLE, config, error=why, **stages,
                                              seconds=time.perf_counter() - started))
             return None
-        self._current[future] = (config, started, future)
+        self._current[future] = (config, started)
         # A trial (not a baseline) races the best so far, as it is when sent.
         race = self.race_above_ms if config.baseline is None else None
         # Built for the first GPU's architecture: another's worker compiles its own.
@@ -421,7 +419,7 @@ class ReplayExecutor:
         self._cancelled.set()
         for worker in (*self.compilers, *self.workers):
             worker.cancel()
-        for config, started, future in list(self._current.values()):
+        for future, (config, started) in list(self._current.items()):
             self._settle(future, self._cancelled_result(config, started))
         self._drain()
 

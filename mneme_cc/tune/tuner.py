@@ -218,7 +218,8 @@ class Tuner:
             self.time_spent["baselines"] = time.perf_counter() - begun \
                 - self.time_spent["startup"]
             self.started = time.perf_counter()
-            # A trial queued before a fault ruled its geometry out is not run either.
+            # The executor notes each trial's fault, and does not run a trial
+            # queued before a fault ruled its geometry out.
             ex.faults = self.faulting
             in_flight: dict[Any, tuple] = {}  # future -> (trial, params, config, its key)
             try:
@@ -393,8 +394,7 @@ class Tuner:
         return judged
 
     def _finish(self, future, trial, params: dict[str, Any], key: str) -> None:
-        result = future.result()
-        self.faulting.note(result.config, result.outcome, result.error)
+        result = future.result()  # its fault noted already (ReplayExecutor.faults)
         if result.outcome != oc.CANCELLED:  # a cancelled config may run another time
             self.results[key] = result
         self._tell_all(trial, params, result, key)

@@ -109,11 +109,15 @@ def _compile_main(conn, db_path: str, name: str, cache_dir: str | None) -> None:
             conn.send((str(exc).splitlines()[0] if str(exc) else type(exc).__name__, {}))
 
 
+def _verdict(outcome: str, numerics: list[str]) -> str:
+    """A failure the contraction probe explained is a numerics change, not a miscompile."""
+    return oc.NUMERICS_CHANGING if outcome == oc.FAILED_VERIFICATION and \
+        probe.REASON in numerics else outcome
+
+
 def _replay_to_dict(result) -> dict[str, Any]:
     r = result.resources
-    # A failure the contraction probe explained is a numerics change, not a miscompile.
-    outcome = oc.NUMERICS_CHANGING if result.outcome == oc.FAILED_VERIFICATION and \
-        probe.REASON in result.numerics else result.outcome
+    outcome = _verdict(result.outcome, result.numerics)
     samples = result.samples_ms
     return {"outcome": outcome, "median_ms": result.median_ms if samples else None,
             "samples_ms": result.samples_ms, "registers": r.registers if r else None,
@@ -127,12 +131,13 @@ def _replay_to_dict(result) -> dict[str, Any]:
 
 def _probe_to_dict(replayer, config: ReplayConfig) -> dict[str, Any]:
     """The contraction probe of a failure whose probe was left pending."""
+    from mneme_cc.replay.result import numerics_failure
+
     began = time.perf_counter()
     numerics = replayer.probe(config)
-    explained = probe.REASON in numerics
-    return {"outcome": oc.NUMERICS_CHANGING if explained else oc.FAILED_VERIFICATION,
-            "error": "numerics-changing: " + "; ".join(numerics) if explained else "",
-            "replay_seconds": {"probe": time.perf_counter() - began}}
+    outcome = _verdict(oc.FAILED_VERIFICATION, numerics)
+    return {"outcome": outcome, "replay_seconds": {"probe": time.perf_counter() - began},
+            "error": numerics_failure(numerics) if outcome == oc.NUMERICS_CHANGING else ""}
 
 
 def _gpu_main(conn, db_path: str, name: str, cache_dir: str | None, ordinal: int) -> None:

@@ -867,6 +867,17 @@ def test_a_failure_the_replay_explains_is_numerics_changing_not_a_miscompile():
     # A GPU worker does not time a failure: no time, and not raced.
     untimed = _replay_to_dict(ReplayResult(ReplayConfig(), False, [mismatch], [], None))
     assert untimed["median_ms"] is None and untimed["samples_ms"] == [] and not untimed["raced"]
+    # A pending probe, run on its own later, gives the same verdict and words.
+    from types import SimpleNamespace
+
+    from mneme_cc.tune.workers import _probe_to_dict
+
+    for numerics, outcome, error in (([probe.REASON], oc.NUMERICS_CHANGING, reply["error"]),
+                                     ([], oc.FAILED_VERIFICATION, "")):
+        probed = _probe_to_dict(SimpleNamespace(probe=lambda config, n=numerics: n),
+                                ReplayConfig())
+        assert (probed["outcome"], probed["error"]) == (outcome, error)
+        assert probed["replay_seconds"]["probe"] >= 0
 
 
 def test_the_loop_says_what_its_own_asks_and_tells_cost(instance, tmp_path):
