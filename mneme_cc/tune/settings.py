@@ -35,8 +35,9 @@ class TuneSettings:
     allow_numerics_change: bool = False
     # A new study first tries what won in related studies (mneme_cc.tune.warm_start).
     warm_start: bool = True
-    # A trial whose first timed launches are all slower than RACE_MARGIN x the
-    # best so far stops timing (LaunchTimer); one-objective time studies only.
+    # A trial whose first timed launches are all clearly slower than the best
+    # so far (tuner.race_threshold) stops timing (LaunchTimer); one-objective
+    # time studies only.
     race: bool = True
 
 

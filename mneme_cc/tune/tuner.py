@@ -39,15 +39,27 @@ from mneme_cc.tune.storage import describe, open_storage
 from mneme_cc.tune.study_dir import StudyDir
 
 REPORT_INTERVAL_S = 1.0
-#: A trial races the best so far times this (TuneSettings.race): timing noise
-#: is a few percent, so a configuration this much slower is not the best.
-RACE_MARGIN = 1.25
+#: A trial races the best so far (TuneSettings.race): it stops timing when even
+#: its fastest first launches are slower than the best's median by more than
+#: RACE_SPREADS times the spread of the best's own samples, within
+#: [RACE_LEAST, RACE_MOST] of that median. A stopped trial's median is at least
+#: that fastest launch, so it could not have been the best; a kernel whose
+#: launches vary races only what is far slower.
+RACE_SPREADS, RACE_LEAST, RACE_MOST = 3.0, 0.02, 0.25
 #: A study with more room than ROOM_FAR trials counts them again only every
 #: ROOM_READ_INTERVAL_S: no set of processes makes that many in that time.
 ROOM_FAR, ROOM_READ_INTERVAL_S = 5000, 0.5
 #: How long cancelled work may take to report before its trials are closed anyway.
 CANCEL_GRACE_S = 3.0
 
+
+def race_threshold(median_ms: float, samples_ms: list[float]) -> float:
+    """The time a raced trial's fastest first launch must beat, given the
+    best's median and samples: RACE_SPREADS times their range past the
+    median, at least RACE_LEAST and at most RACE_MOST of it."""
+    spread = (max(samples_ms) - min(samples_ms)) / median_ms \
+        if samples_ms and median_ms > 0 else RACE_MOST
+    return median_ms * (1 + min(RACE_MOST, max(RACE_LEAST, RACE_SPREADS * spread)))
 
 class Tuner:
     def __init__(self, instance, settings: TuneSettings,
@@ -310,7 +322,7 @@ class Tuner:
                 trial, params, _, key = in_flight.pop(future)
                 self._finish(future, trial, params, key)
             if self.racing and self.best is not None:
-                ex.race_above_ms = RACE_MARGIN * self.best.median_ms
+                ex.race_above_ms = race_threshold(self.best.median_ms, self.best.samples_ms)
             self.time_spent["tell"] += time.perf_counter() - t
             self.restarts = ex.restarts
             # At most once a second: trials.jsonl already has every trial.

@@ -115,7 +115,7 @@ def _verdict(outcome: str, numerics: list[str]) -> str:
         probe.REASON in numerics else outcome
 
 
-def _replay_to_dict(result) -> dict[str, Any]:
+def _replay_to_dict(result, race: float | None = None) -> dict[str, Any]:
     r = result.resources
     outcome = _verdict(result.outcome, result.numerics)
     samples = result.samples_ms
@@ -125,7 +125,9 @@ def _replay_to_dict(result) -> dict[str, Any]:
             "cubin_bytes": result.cubin_bytes or None, "occupancy": result.occupancy,
             "mismatches": [dataclasses.asdict(m) for m in result.mismatches],
             "replay_seconds": dict(result.replay_seconds), "error": result.failure or "",
-            "raced": 0 < len(samples) < result.config.iterations,
+            # Stopped early for being slower than `race` (LaunchTimer), not settled.
+            "raced": 0 < len(samples) < result.config.iterations and race is not None
+                     and min(samples) > race,
             "probe_pending": result.probe_pending}
 
 
@@ -170,7 +172,7 @@ def _gpu_main(conn, db_path: str, name: str, cache_dir: str | None, ordinal: int
                 kernel["cubin"], "", Resources(**kernel["resources"]), {},
                 kernel["cache_hit"], ir_text="", assembler=kernel["assembler"])
             conn.send(_replay_to_dict(replayer.replay(config, stop_above_ms=stop_above_ms,
-                                                      compiled=compiled)))
+                                                      compiled=compiled), stop_above_ms))
         except DeviceError as exc:
             kind = oc.classify_device_error(exc.code)
             conn.send({"outcome": kind, "error": str(exc)})

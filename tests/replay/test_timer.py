@@ -8,7 +8,14 @@ import pytest
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.running import device as dev
 from mneme_cc.replay.running import timer as timer_module
-from mneme_cc.replay.running.timer import RACE_LAUNCHES, TIMING_BATCH, LaunchTimer
+from mneme_cc.replay.running.timer import (
+    RACE_LAUNCHES,
+    SETTLE_LAUNCHES,
+    SETTLED_SPREAD,
+    TIMING_BATCH,
+    LaunchTimer,
+    settled,
+)
 
 
 class Gate:
@@ -78,11 +85,44 @@ def test_a_slower_trial_stops_after_its_first_timed_launches():
 
 
 def test_a_trial_whose_fastest_launch_beats_the_time_goes_on():
-    """One launch under the time to beat is enough to time the rest."""
+    """One launch under the time to beat is enough to time the rest (its
+    samples vary, so they do not settle it either)."""
     config = ReplayConfig(iterations=20, warmup=1)
     times = [9.0, 9.0, 1.5, 9.0] + [1.0] * 17
     samples, device = timed(times, config, stop_above_ms=2.0)
-    assert len(samples) == 20 and device.launched == 21 and device.waits == 2
+    assert len(samples) == 20 and device.launched == 21 and device.waits == 3
+
+
+def test_a_raced_trial_whose_samples_agree_stops_once_settled():
+    """Within SETTLED_SPREAD of their median, SETTLE_LAUNCHES timed launches
+    are the trial's time, whether it beats the best or not."""
+    config = ReplayConfig(iterations=20, warmup=2)
+    times = [3.0, 3.0] + [1.0, 1.002, 0.999, 1.001, 1.0] + [5.0] * 15
+    samples, device = timed(times, config, stop_above_ms=2.0)
+    assert samples == times[2:2 + SETTLE_LAUNCHES]
+    assert device.launched == 2 + SETTLE_LAUNCHES and device.waits == 2
+
+
+def test_samples_that_spread_more_are_timed_in_full():
+    config = ReplayConfig(iterations=20, warmup=0)
+    spread = 1.0 + 2 * SETTLED_SPREAD
+    times = [1.0, spread, 1.0, 1.0, 1.0] + [1.0] * 15
+    samples, _ = timed(times, config, stop_above_ms=2.0)
+    assert len(samples) == 20
+
+
+def test_only_a_raced_trial_settles():
+    """Baselines and the application's time (no time to beat) run every launch."""
+    config = ReplayConfig(iterations=20, warmup=0)
+    samples, device = timed([1.0] * 20, config)
+    assert len(samples) == 20 and device.waits == 1
+
+
+@pytest.mark.parametrize("samples, agree", [
+    ([1.0] * 5, True), ([1.0, 1.003, 0.999, 1.0, 1.0], True),
+    ([1.0, 1.01, 1.0, 1.0, 1.0], False), ([0.0] * 5, False)])
+def test_settled_is_the_range_against_the_median(samples, agree):
+    assert settled(samples) is agree
 
 
 def test_a_trial_with_few_launches_is_not_raced():

@@ -951,10 +951,10 @@ class RacingExecutor(FakeExecutor):
 
 @pytest.mark.parametrize("race", [True, False])
 def test_trials_race_the_best_so_far_unless_told_not_to(instance, tmp_path, race):
-    """The loop hands the executor 1.25x the best's time once it has one
+    """The loop hands the executor the best's race threshold once it has one
     (never to a baseline), raced trials are counted and marked, and the best
     is never a raced trial; --no-race hands it nothing."""
-    from mneme_cc.tune.tuner import RACE_MARGIN
+    from mneme_cc.tune.tuner import race_threshold
 
     RacingExecutor.seen = []
     settings = TuneSettings(trials=60, sampler="random", seed=3, space="standard",
@@ -968,9 +968,35 @@ def test_trials_race_the_best_so_far_unless_told_not_to(instance, tmp_path, race
         return
     assert RacingExecutor.seen[0] is None  # the baseline
     thresholds = [s for s in RacingExecutor.seen if s is not None]
-    assert thresholds and min(thresholds) == pytest.approx(RACE_MARGIN * tuner.best.median_ms)
+    assert thresholds and min(thresholds) == pytest.approx(
+        race_threshold(tuner.best.median_ms, tuner.best.samples_ms))
     assert summary["raced"] == len([t for t in raced if not t["duplicate"]]) > 0
     assert all(t["median_ms"] > summary["best_median_ms"] for t in raced)
+
+
+@pytest.mark.parametrize("samples, margin", [
+    ([1.0] * 5, 1.02),                  # tight: the least margin
+    ([0.99, 1.0, 1.01], 1.06),          # 2% apart: three times that
+    ([0.8, 1.0, 1.3], 1.25),            # noisy: the most
+    ([], 1.25)])                        # no samples: the most
+def test_the_race_threshold_follows_the_best_s_own_spread(samples, margin):
+    from mneme_cc.tune.tuner import race_threshold
+
+    assert race_threshold(1.0, samples) == pytest.approx(margin)
+
+
+def test_a_trial_that_settled_is_not_raced():
+    """Fewer samples than launches: raced only when all are slower than the
+    time to beat; a trial whose samples settled it is timed, not raced."""
+    from mneme_cc.replay.result import ReplayResult
+    from mneme_cc.tune.workers import _replay_to_dict
+
+    config = ReplayConfig(iterations=20)
+    settled = ReplayResult(config, True, [], [1.0] * 5, None)
+    assert not _replay_to_dict(settled, 2.0)["raced"]
+    slower = ReplayResult(config, True, [], [3.0] * 3, None)
+    assert _replay_to_dict(slower, 2.0)["raced"]
+    assert not _replay_to_dict(ReplayResult(config, True, [], [1.0] * 20, None), 2.0)["raced"]
 
 
 def test_a_local_step_is_never_one_the_study_would_prune(instance, tmp_path):

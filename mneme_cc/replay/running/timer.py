@@ -10,7 +10,9 @@ A trial told a time to beat (`stop_above_ms`) is raced: its first batch
 holds the warm-up and RACE_LAUNCHES timed launches, and if even the fastest
 of those is slower than that time the rest are not run. A study's trials
 are mostly far from its best, and timing them fully was most of the GPU's
-time per trial.
+time per trial. Such a trial also stops once SETTLE_LAUNCHES timed
+launches lie within SETTLED_SPREAD of their median: more launches would
+not move it, much as a benchmark harness stops once its noise is low.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from mneme_cc.replay.running import device as dev
 
 TIMING_BATCH = 32  # timed launches queued behind the gate at once
 RACE_LAUNCHES = 3  # timed launches a raced trial runs before it may stop
+SETTLE_LAUNCHES = 5  # timed launches a raced trial runs before its samples may settle it
+SETTLED_SPREAD = 0.005  # their range, relative to their median, that does
 
 
 class LaunchTimer:
@@ -54,7 +58,8 @@ class LaunchTimer:
         """Milliseconds of each timed launch, warm-up launches dropped;
         `restore` and `launch` queue their work on the device's stream.
         With `stop_above_ms`, only RACE_LAUNCHES timed launches when the
-        fastest of them is slower than that."""
+        fastest of them is slower than that, and only SETTLE_LAUNCHES when
+        those agree within SETTLED_SPREAD."""
         device = self.device
         samples: list[float] = []
         if config.flush_l2:
@@ -62,10 +67,12 @@ class LaunchTimer:
         total = config.warmup + config.iterations
         race_at = config.warmup + RACE_LAUNCHES \
             if stop_above_ms is not None and config.iterations > RACE_LAUNCHES else None
+        settle_at = config.warmup + SETTLE_LAUNCHES \
+            if stop_above_ms is not None and config.iterations > SETTLE_LAUNCHES else None
         first = 0
         while first < total:
             # A raced trial's batches end where it may stop.
-            end = race_at if race_at is not None and first < race_at else total
+            end = min(at for at in (race_at, settle_at, total) if at is not None and at > first)
             size = min(TIMING_BATCH, end - first)
             batch = self._events(size)
             self.gate.hold(device.stream)
@@ -86,6 +93,8 @@ class LaunchTimer:
             first += size
             if first == race_at and min(samples) > stop_above_ms:
                 break
+            if first == settle_at and settled(samples):
+                break
         return samples
 
     def close(self) -> None:
@@ -97,3 +106,9 @@ class LaunchTimer:
             self.device.free(self.flush[0])
             self.flush = None
         self.gate.close()
+
+
+def settled(samples: list[float]) -> bool:
+    """Whether timed samples agree within SETTLED_SPREAD of their median."""
+    middle = sorted(samples)[len(samples) // 2]
+    return middle > 0 and (max(samples) - min(samples)) / middle <= SETTLED_SPREAD
