@@ -61,6 +61,18 @@ def race_threshold(median_ms: float, samples_ms: list[float]) -> float:
         if samples_ms and median_ms > 0 else RACE_MOST
     return median_ms * (1 + min(RACE_MOST, max(RACE_LEAST, RACE_SPREADS * spread)))
 
+def _memo_key(params: dict[str, Any]) -> Any:
+    """A hashable stand-in for sampled parameters: their names, types and
+    values (1 and 1.0 and True stay apart), or their JSON where a value is
+    not hashable."""
+    try:
+        key = tuple((name, type(value).__name__, value) for name, value in sorted(params.items()))
+        hash(key)
+        return key
+    except TypeError:
+        return json.dumps(params, sort_keys=True, default=str)
+
+
 class Tuner:
     def __init__(self, instance, settings: TuneSettings,
                  on_trial: Callable[[Tuner, TrialResult], None] | None = None,
@@ -397,7 +409,7 @@ class Tuner:
 
     def _judge(self, params: dict[str, Any]) -> tuple[ReplayConfig, str | None, str]:
         """(config to run, why not or None, its key): local steps ask twice."""
-        memo = json.dumps(params, sort_keys=True, default=str)
+        memo = _memo_key(params)
         if (judged := self._judged.get(memo)) is None:
             if len(self._judged) >= 1 << 15:  # bounded: sampled reals seldom repeat
                 self._judged.clear()

@@ -1012,3 +1012,14 @@ def test_a_local_step_is_never_one_the_study_would_prune(instance, tmp_path):
     assert not tuner._untried({**fresh, "pipeline": "default<O0>"})  # numerics-changing
     tuner.faulting.reason = lambda config: "faulted earlier"  # as after a fault
     assert not tuner._untried(fresh)
+
+
+def test_the_judge_memo_tells_apart_what_derives_apart():
+    """Sampled values that compare equal but are of another type, and values
+    that cannot be hashed, each get their own memo entry."""
+    from mneme_cc.tune.tuner import _memo_key
+
+    keys = {_memo_key({"a": v, "b": "x"}) for v in (1, 1.0, True)}
+    assert len(keys) == 3
+    assert _memo_key({"b": "x", "a": 1}) == _memo_key({"a": 1, "b": "x"})
+    assert _memo_key({"a": [1, 2]}) == _memo_key({"a": [1, 2]}) != _memo_key({"a": [1, 3]})

@@ -285,7 +285,8 @@ class Replayer(Probes):
         """Compiles (or loads) as config says, runs once and verifies against
         the recorded epilogue, then times. `save_output`: a new directory for
         the device state after that first launch (mneme_cc.replay.output).
-        `stop_above_ms`: a time to beat, which races the timing (LaunchTimer).
+        `stop_above_ms`: a time to beat, which races the timing and lets it settle
+        (LaunchTimer).
         `compiled`: the config's kernel where it was built already (a study's
         compile process built it), not looked up in the compile cache.
 
