@@ -79,8 +79,9 @@ def tune(
              "kernels with similar IR tuned in this database.")] = True,
     race: Annotated[bool, typer.Option(
         "--race/--no-race",
-        help="Stop timing a trial after 3 launches when each was slower than 1.25x the "
-             "best so far (its time then comes from those 3).")] = True,
+        help="Stop timing a trial after 3 launches when each was slower than the best "
+             "so far by more than its own spread explains (2-25%), or after 5 that agree "
+             "within 0.5%; --no-race times every trial in full.")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summaries as JSON.")] = False,
 ) -> None:
     """Search configurations of recorded instances; keep the best verified one."""

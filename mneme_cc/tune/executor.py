@@ -130,7 +130,8 @@ class ReplayExecutor:
                  compile_timeout: float = 60.0, start_timeout: float = 600.0):
         args = (str(instance.db.path), instance.name, str(cache_dir) if cache_dir else None)
         self.trial_timeout, self.compile_timeout = trial_timeout, compile_timeout
-        # The time a trial must beat to be timed in full (the tuner sets it).
+        # The race threshold (the tuner sets it): a trial slower stops after 3
+        # timed launches; with it set, a trial may also settle after 5.
         self.race_above_ms: float | None = None
         # The launch geometries the study found faulting, or None (the tuner
         # sets it): told of every trial's outcome as it settles, and asked

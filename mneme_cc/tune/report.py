@@ -122,7 +122,7 @@ def _distribution(plt, study: StudyDir, out: Path) -> Path | None:
     ax.boxplot([baseline, best], showfliers=True)
     ax.set_xticks([1, 2], ["baseline", "best"])
     ax.set(ylabel="ms per launch",
-           title=f"{study.summary['study']}: {len(best)} timed launches each")
+           title=f"{study.summary['study']}: {len(baseline)} and {len(best)} timed launches")
     return _save(fig, plt, out / "distribution.png")
 
 

@@ -24,6 +24,7 @@ from mneme_cc.errors import UsageError
 from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.compiling.compiler import application_assembler
 from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.replay.running.timer import RACE_LAUNCHES
 from mneme_cc.tune import askers, need_optuna, neighbours, summaries, warm_start
 from mneme_cc.tune.bitwise import keep_numerics
 from mneme_cc.tune.executor import ReplayExecutor, TrialResult
@@ -55,11 +56,15 @@ CANCEL_GRACE_S = 3.0
 
 def race_threshold(median_ms: float, samples_ms: list[float]) -> float:
     """The time a raced trial's fastest first launch must beat, given the
-    best's median and samples: RACE_SPREADS times their range past the
-    median, at least RACE_LEAST and at most RACE_MOST of it."""
-    spread = (max(samples_ms) - min(samples_ms)) / median_ms \
-        if samples_ms and median_ms > 0 else RACE_MOST
-    return median_ms * (1 + min(RACE_MOST, max(RACE_LEAST, RACE_SPREADS * spread)))
+    best's median and samples in the order they ran: RACE_SPREADS times
+    their range past the median, at least RACE_LEAST and at most RACE_MOST
+    of it. Past the fastest of the best's own first launches, where those
+    ran slower than its median: the trial is judged by its first launches."""
+    if not samples_ms or median_ms <= 0:
+        return median_ms * (1 + RACE_MOST)
+    spread = (max(samples_ms) - min(samples_ms)) / median_ms
+    base = max(median_ms, min(samples_ms[:RACE_LAUNCHES]))
+    return base * (1 + min(RACE_MOST, max(RACE_LEAST, RACE_SPREADS * spread)))
 
 def _memo_key(params: dict[str, Any]) -> Any:
     """A hashable stand-in for sampled parameters: their names, types and

@@ -107,8 +107,23 @@ def test_samples_that_spread_more_are_timed_in_full():
     config = ReplayConfig(iterations=20, warmup=0)
     spread = 1.0 + 2 * SETTLED_SPREAD
     times = [1.0, spread, 1.0, 1.0, 1.0] + [1.0] * 15
-    samples, _ = timed(times, config, stop_above_ms=2.0)
-    assert len(samples) == 20
+    samples, device = timed(times, config, stop_above_ms=2.0)
+    assert len(samples) == 20 and device.launched == 20 and device.waits == 3
+
+
+@pytest.mark.parametrize("iterations", [4, SETTLE_LAUNCHES])
+def test_a_trial_of_few_launches_only_races(iterations):
+    """Settling needs more timed launches than it looks at."""
+    config = ReplayConfig(iterations=iterations, warmup=1)
+    samples, device = timed([1.0] * (1 + iterations), config, stop_above_ms=2.0)
+    assert len(samples) == iterations and device.launched == 1 + iterations
+
+
+def test_a_long_warm_up_still_settles_at_its_end(monkeypatch):
+    monkeypatch.setattr(timer_module, "TIMING_BATCH", 4)
+    config = ReplayConfig(iterations=10, warmup=6)
+    samples, device = timed([1.0] * 16, config, stop_above_ms=2.0)
+    assert samples == [1.0] * SETTLE_LAUNCHES and device.launched == 6 + SETTLE_LAUNCHES
 
 
 def test_only_a_raced_trial_settles():

@@ -985,6 +985,17 @@ def test_the_race_threshold_follows_the_best_s_own_spread(samples, margin):
     assert race_threshold(1.0, samples) == pytest.approx(margin)
 
 
+def test_the_race_threshold_judges_the_best_by_its_first_launches_too():
+    """A raced trial is judged by its first 3 launches: where the best's own
+    first 3 ran slower than its median, the fastest of them is the base."""
+    from mneme_cc.tune.tuner import race_threshold
+
+    slow_start = [1.01, 1.012, 1.011] + [1.0] * 8
+    assert race_threshold(1.0, slow_start) == pytest.approx(1.01 * (1 + 3 * 0.012))
+    fast_start = [0.999, 1.0, 1.0] + [1.0] * 8
+    assert race_threshold(1.0, fast_start) == pytest.approx(1.02)
+
+
 def test_a_trial_that_settled_is_not_raced():
     """Fewer samples than launches: raced only when all are slower than the
     time to beat; a trial whose samples settled it is timed, not raced."""
@@ -992,11 +1003,15 @@ def test_a_trial_that_settled_is_not_raced():
     from mneme_cc.tune.workers import _replay_to_dict
 
     config = ReplayConfig(iterations=20)
-    settled = ReplayResult(config, True, [], [1.0] * 5, None)
-    assert not _replay_to_dict(settled, 2.0)["raced"]
-    slower = ReplayResult(config, True, [], [3.0] * 3, None)
-    assert _replay_to_dict(slower, 2.0)["raced"]
-    assert not _replay_to_dict(ReplayResult(config, True, [], [1.0] * 20, None), 2.0)["raced"]
+
+    def raced(samples, race=2.0):
+        return _replay_to_dict(ReplayResult(config, True, [], samples, None), race)["raced"]
+
+    assert not raced([1.0] * 5)            # settled: under the threshold
+    assert raced([3.0] * 3) and raced([2.5, 3.0, 2.1, 9.0])  # every launch slower
+    assert not raced([2.0] * 3)            # at the threshold is not past it
+    assert not raced([3.0] * 3, race=None)  # no threshold: nothing raced
+    assert not raced([3.0] * 20)           # timed in full
 
 
 def test_a_local_step_is_never_one_the_study_would_prune(instance, tmp_path):
