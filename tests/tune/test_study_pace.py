@@ -340,6 +340,64 @@ def test_the_unsynced_journal_is_read_back_by_optunas_own_backend(tmp_path):
     assert again.user_attrs["timed_launches"] == {"iterations": 5, "warmup": 1}
 
 
+def _append_many(backend, writer: int, lines: int) -> None:
+    for n in range(lines):
+        backend.append_logs([{"writer": writer, "n": n, "pad": "x" * (3000 + 7 * n)}])
+
+
+def test_journal_appends_from_forked_processes_stay_whole(tmp_path):
+    """Processes forked from one that appended already (its descriptor and
+    flock shared) and appending at once: every line arrives whole, once."""
+    import multiprocessing
+
+    from optuna.storages.journal import JournalFileBackend
+
+    from mneme_cc.tune.storage import _journal_backend
+
+    path = str(tmp_path / "study.log")
+    backend = _journal_backend(path)
+    backend.append_logs([{"writer": -1, "n": 0}])
+    fork = multiprocessing.get_context("fork")
+    writers = [fork.Process(target=_append_many, args=(backend, w, 150)) for w in range(4)]
+    for p in writers:
+        p.start()
+    _append_many(backend, 4, 150)
+    for p in writers:
+        p.join(60)
+        assert p.exitcode == 0
+    logs = list(JournalFileBackend(path).read_logs(0))
+    assert len(logs) == 1 + 5 * 150
+    for w in range(5):
+        mine = [log for log in logs if log["writer"] == w]
+        assert [log["n"] for log in mine] == list(range(150))
+        assert all(log["pad"] == "x" * (3000 + 7 * log["n"]) for log in mine)
+
+
+def test_a_journal_append_waits_for_the_lock_another_holds(tmp_path):
+    """Another process appending holds the journal's flock: an append waits
+    for it, then lands."""
+    import fcntl
+    import os
+    import threading
+
+    from mneme_cc.tune.storage import _journal_backend
+
+    path = tmp_path / "study.log"
+    backend = _journal_backend(str(path))
+    other = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        fcntl.flock(other, fcntl.LOCK_EX)
+        append = threading.Thread(target=backend.append_logs, args=([{"n": 1}],))
+        append.start()
+        append.join(0.5)
+        assert append.is_alive() and path.read_text() == ""
+        fcntl.flock(other, fcntl.LOCK_UN)
+        append.join(10)
+        assert not append.is_alive() and path.read_text() == '{"n":1}\n'
+    finally:
+        os.close(other)
+
+
 def test_a_sampler_that_repeats_itself_is_asked_less(instance):
     steps = LocalSteps(Conditional(instance, H100), seed=4)
     steps.found(1.0, {"bounds": False, "fraction": 0.5, "unroll": 8})
