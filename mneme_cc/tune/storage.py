@@ -31,6 +31,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,9 @@ def _journal_backend(path: str):
             # One per process: an flock taken through a descriptor a fork
             # shares would exclude neither process.
             if self._appending is None or self._appending[0] != os.getpid():
-                self._appending = (os.getpid(),
-                                   os.open(self.journal_path, os.O_WRONLY | os.O_APPEND))
+                fd = os.open(self.journal_path, os.O_WRONLY | os.O_APPEND)
+                self._appending = (os.getpid(), fd)
+                weakref.finalize(self, os.close, fd)  # also at exit, while os is there
             return self._appending[1]
 
         def append_logs(self, logs: list[dict[str, Any]]) -> None:
@@ -68,14 +70,6 @@ def _journal_backend(path: str):
                     data = data[os.write(fd, data):]
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
-
-        def __del__(self) -> None:
-            appending = getattr(self, "_appending", None)
-            if appending is not None and appending[0] == os.getpid():
-                try:
-                    os.close(appending[1])
-                except OSError:
-                    pass
 
     return UnsyncedJournal(path)
 

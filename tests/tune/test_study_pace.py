@@ -398,6 +398,24 @@ def test_a_journal_append_waits_for_the_lock_another_holds(tmp_path):
         os.close(other)
 
 
+def test_a_process_that_appended_exits_quietly(tmp_path):
+    """The journal's descriptor is closed at exit without a word on stderr
+    (a closer run while the interpreter tears down found `os` gone)."""
+    import subprocess
+    import sys
+
+    # A study kept to the end, as a tuner's: collected while modules go.
+    code = ("import sys, optuna; from pathlib import Path; "
+            "from mneme_cc.tune.storage import open_storage; "
+            "optuna.logging.set_verbosity(optuna.logging.WARNING); "
+            "study = optuna.create_study(storage=open_storage(None, Path(sys.argv[1])), "
+            "study_name='s'); study.optimize(lambda t: t.suggest_float('x', 0, 1), n_trials=2)")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert len((tmp_path / "study.log").read_text().splitlines()) > 2
+
+
 def test_a_sampler_that_repeats_itself_is_asked_less(instance):
     steps = LocalSteps(Conditional(instance, H100), seed=4)
     steps.found(1.0, {"bounds": False, "fraction": 0.5, "unroll": 8})
