@@ -66,16 +66,16 @@ def race_threshold(median_ms: float, samples_ms: list[float]) -> float:
     base = max(median_ms, min(samples_ms[:RACE_LAUNCHES]))
     return base * (1 + min(RACE_MOST, max(RACE_LEAST, RACE_SPREADS * spread)))
 
+_SCALARS = (bool, int, float, str)
+
+
 def _memo_key(params: dict[str, Any]) -> Any:
     """A hashable stand-in for sampled parameters: their names, types and
     values (1 and 1.0 and True stay apart), or their JSON where a value is
-    not hashable."""
-    try:
-        key = tuple((name, type(value).__name__, value) for name, value in sorted(params.items()))
-        hash(key)
-        return key
-    except TypeError:
-        return json.dumps(params, sort_keys=True, default=str)
+    not a plain scalar (a user space's choice of tuples, say)."""
+    if all(v is None or type(v) in _SCALARS for v in params.values()):
+        return tuple((name, type(value), value) for name, value in sorted(params.items()))
+    return json.dumps(params, sort_keys=True, default=str)
 
 
 class Tuner:
@@ -123,7 +123,7 @@ class Tuner:
         self.stale = 0
         self.cancelled_before = 0  # trials a deadline cancelled in earlier runs
         self.results: dict[str, TrialResult] = {}   # grounded config key -> result
-        self._judged: dict[str, tuple] = {}  # parameter values -> _judge's answer
+        self._judged: dict[Any, tuple] = {}  # _memo_key(parameters) -> _judge's answer
         # Trials whose config equals one still running: told when it finishes.
         self.waiting: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
         self.baseline: TrialResult | None = None

@@ -398,6 +398,71 @@ def test_a_journal_append_waits_for_the_lock_another_holds(tmp_path):
         os.close(other)
 
 
+def test_a_forked_process_takes_the_lock_through_its_own_descriptor(tmp_path):
+    """A fork inherits the parent's descriptor: appending through it would
+    not wait for the parent's flock. The child opens its own, and waits."""
+    import fcntl
+    import multiprocessing
+
+    from mneme_cc.tune.storage import _journal_backend
+
+    path = tmp_path / "study.log"
+    backend = _journal_backend(str(path))
+    backend.append_logs([{"n": 0}])
+    held = backend._appending[1]
+    fcntl.flock(held, fcntl.LOCK_EX)
+    child = multiprocessing.get_context("fork").Process(target=backend.append_logs,
+                                                        args=([{"n": 1}],))
+    try:
+        child.start()
+        child.join(0.5)
+        assert child.is_alive() and path.read_text() == '{"n":0}\n'
+    finally:
+        fcntl.flock(held, fcntl.LOCK_UN)
+    child.join(10)
+    assert child.exitcode == 0 and path.read_text() == '{"n":0}\n{"n":1}\n'
+
+
+def test_a_replaced_journal_gets_the_next_append(tmp_path):
+    """Appends follow the journal's path: a descriptor left on a file deleted
+    or replaced since would write where no reader looks."""
+    from mneme_cc.tune.storage import _journal_backend
+
+    path = tmp_path / "study.log"
+    backend = _journal_backend(str(path))
+    backend.append_logs([{"n": 0}])
+    path.unlink()
+    (tmp_path / "new.log").write_text('{"m":0}\n')
+    (tmp_path / "new.log").rename(path)
+    backend.append_logs([{"n": 1}])
+    assert path.read_text() == '{"m":0}\n{"n":1}\n'
+    path.unlink()
+    backend.append_logs([{"n": 2}])
+    assert path.read_text() == '{"n":2}\n'
+
+
+def test_where_flock_is_refused_the_symlink_lock_is_taken(tmp_path, monkeypatch):
+    """A filesystem without flock (Lustre mounted noflock, NFS without a lock
+    service): appends go on under Optuna's symlink lock."""
+    import errno
+
+    from mneme_cc.tune import storage
+
+    def refused(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    path = tmp_path / "study.log"
+    backend = storage._journal_backend(str(path))
+    taken = []
+    acquire = backend._lock.acquire
+    monkeypatch.setattr(backend._lock, "acquire", lambda: taken.append(1) or acquire())
+    monkeypatch.setattr(storage.fcntl, "flock", refused)
+    backend.append_logs([{"n": 1}])
+    backend.append_logs([{"n": 2}])
+    assert path.read_text() == '{"n":1}\n{"n":2}\n' and taken == [1, 1]
+    assert [p.name for p in tmp_path.iterdir()] == ["study.log"]  # the lock let go
+
+
 def test_a_process_that_appended_exits_quietly(tmp_path):
     """The journal's descriptor is closed at exit without a word on stderr
     (a closer run while the interpreter tears down found `os` gone)."""

@@ -1038,3 +1038,5 @@ def test_the_judge_memo_tells_apart_what_derives_apart():
     assert len(keys) == 3
     assert _memo_key({"b": "x", "a": 1}) == _memo_key({"a": 1, "b": "x"})
     assert _memo_key({"a": [1, 2]}) == _memo_key({"a": [1, 2]}) != _memo_key({"a": [1, 3]})
+    nested = {_memo_key({"a": (v, 2)}) for v in (1, 1.0, True)}  # a user space's tuples
+    assert len(nested) == 3
