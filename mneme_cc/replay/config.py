@@ -26,11 +26,12 @@ TUNING_OPTIONS = {"loop_unrolling": bool, "loop_vectorization": bool,
                   "inlining_threshold": int}
 
 
-_SCALARS = (bool, int, float, str)
+#: JSON's scalar types, which a config's plain form and the tuner's memo keep as they are.
+PLAIN_SCALARS = (bool, int, float, str)
 
 
 def _plain(value: Any) -> Any:
-    if value is None or type(value) in _SCALARS:  # most fields: first, and cheap
+    if value is None or type(value) in PLAIN_SCALARS:  # most fields: first, and cheap
         return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _plain(dataclasses.asdict(value))

@@ -8,8 +8,9 @@ compile processes and run by one worker process per GPU (tune.workers).
 Each GPU worker restores the instance once and replays what it is sent,
 holding the next trial while it replays one; a failure whose contraction
 probe needs compiling comes back pending, and the probe runs once a compile
-process has compiled it. Every trial ends in one outcome (mneme_cc.replay.outcome). A trial that runs
-past `trial_timeout` gets its worker killed; a compile past
+process has compiled it. Every trial ends in one outcome
+(mneme_cc.replay.outcome). A trial that runs past `trial_timeout` gets its
+worker killed; a compile past
 `compile_timeout` gets its compile process killed; a kernel fault or a dead
 worker is a runtime_error; each time a fresh process takes over and the
 executor goes on. `cancel()` ends everything in flight at once (a study's
@@ -36,6 +37,14 @@ from mneme_cc.tune.feasibility import FaultingGeometries
 from mneme_cc.tune.workers import GpuWorker, Worker
 
 GPU_DEPTH = 2  # trials a GPU worker holds: the one it replays and the next
+
+
+class CompileJob(NamedTuple):
+    """A trial to compile."""
+
+    config: ReplayConfig
+    started: float
+    future: Future
 
 
 class ProbeJob(NamedTuple):
@@ -186,7 +195,7 @@ class ReplayExecutor:
         elif config.baseline == "original":  # the application's image: nothing to compile
             self._gpu_queue.put(ReadyTrial(config, {}, None, now, now, future))
         else:
-            self._compile_queue.put((config, now, future))
+            self._compile_queue.put(CompileJob(config, now, future))
         return future
 
     def evaluate(self, config: ReplayConfig) -> TrialResult:
@@ -207,18 +216,15 @@ class ReplayExecutor:
 
     def _compile(self, worker: Worker) -> None:
         while (item := self._compile_queue.get()) is not None:
-            probe_job = isinstance(item, ProbeJob)
-            config, started, future = (item.config, item.started, item.future) if probe_job \
-                else item
             try:
-                if probe_job:
+                if isinstance(item, ProbeJob):
                     self._compile_probe(worker, item)
                 else:
-                    self._compile_one(worker, config, started, future)
+                    self._compile_one(worker, *item)
             except BaseException as exc:  # noqa: BLE001 - never leave a future unresolved
-                self._current.pop(future, None)
-                self._settle(future, TrialResult(oc.COMPILE_ERROR, config, error=f"the compile "
-                             f"stage failed: {type(exc).__name__}: {exc}"))
+                self._current.pop(item.future, None)
+                self._settle(item.future, TrialResult(oc.COMPILE_ERROR, item.config,
+                             error=f"the compile stage failed: {type(exc).__name__}: {exc}"))
 
     def _compile_one(self, worker: Worker, config: ReplayConfig, started: float,
                      future: Future) -> None:
@@ -432,11 +438,8 @@ class ReplayExecutor:
                     item = q.get_nowait()
                 except queue.Empty:
                     break
-                if isinstance(item, (ReadyTrial, ProbeJob)):
+                if item is not None:
                     self._settle(item.future, self._cancelled_result(item.config, item.started))
-                elif item is not None:  # (config, started, future), to compile
-                    config, started, future = item
-                    self._settle(future, self._cancelled_result(config, started))
 
     def _close_workers(self) -> None:
         for worker in (*self.workers, *self.compilers):

@@ -23,7 +23,7 @@ from typing import Any
 from mneme_cc.errors import UsageError
 from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.compiling.compiler import application_assembler
-from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.replay.config import PLAIN_SCALARS, ReplayConfig
 from mneme_cc.replay.running.timer import RACE_LAUNCHES
 from mneme_cc.tune import askers, need_optuna, neighbours, summaries, warm_start
 from mneme_cc.tune.bitwise import keep_numerics
@@ -66,14 +66,12 @@ def race_threshold(median_ms: float, samples_ms: list[float]) -> float:
     base = max(median_ms, min(samples_ms[:RACE_LAUNCHES]))
     return base * (1 + min(RACE_MOST, max(RACE_LEAST, RACE_SPREADS * spread)))
 
-_SCALARS = (bool, int, float, str)
-
 
 def _memo_key(params: dict[str, Any]) -> Any:
     """A hashable stand-in for sampled parameters: their names, types and
     values (1 and 1.0 and True stay apart), or their JSON where a value is
     not a plain scalar (a user space's choice of tuples, say)."""
-    if all(v is None or type(v) in _SCALARS for v in params.values()):
+    if all(v is None or type(v) in PLAIN_SCALARS for v in params.values()):
         return tuple((name, type(value), value) for name, value in sorted(params.items()))
     return json.dumps(params, sort_keys=True, default=str)
 

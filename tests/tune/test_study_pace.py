@@ -182,7 +182,7 @@ def test_a_failure_s_probe_is_compiled_by_a_compile_process_then_run_alone():
 
     from mneme_cc.replay import outcome as oc
     from mneme_cc.replay.config import ReplayConfig
-    from mneme_cc.tune.executor import ProbeJob, ReplayExecutor, _Jobs
+    from mneme_cc.tune.executor import CompileJob, ProbeJob, ReplayExecutor, _Jobs
 
     explained, miscompiled, fine = (ReplayConfig(pipeline=f"default<O{n}>") for n in (1, 2, 3))
     compiled: list = []
@@ -256,7 +256,7 @@ def test_a_failure_s_probe_is_compiled_by_a_compile_process_then_run_alone():
     assert executor._probe_explains and executor._probe_seconds == 0 and not executor._current
     # A probe goes before the trials waiting in either queue: its trial ran already.
     jobs = _Jobs()
-    jobs.put((fine, 0.0, None))
+    jobs.put(CompileJob(fine, 0.0, None))
     jobs.put(ProbeJob(explained, {}, {}, 0.0, None, 0.0))
     jobs.put(ProbeJob(miscompiled, {}, {}, 0.0, None, 0.0))
     assert [jobs.get()[0] for _ in range(3)] == [explained, miscompiled, fine]
