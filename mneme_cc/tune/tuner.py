@@ -160,7 +160,11 @@ class Tuner:
             if result.verified:
                 end_trial(self.study, trial, self.values(result))
             else:
-                end_trial(self.study, trial, state=self.state.FAIL)
+                # A configuration that ran and is ruled out ends PRUNED, as one
+                # ruled out before it ran: samplers learn from PRUNED trials and
+                # leave FAIL out, which is for trials that found nothing.
+                end_trial(self.study, trial, state=self.state.FAIL
+                          if result.outcome == oc.CANCELLED else self.state.PRUNED)
         except (ValueError, RuntimeError):
             pass  # reclaimed as stale by another process meanwhile: the result still counts here
         if result.verified and (self.best is None or self.values(result) < self.values(self.best)):
