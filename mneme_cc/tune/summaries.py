@@ -37,6 +37,7 @@ def summary(tuner) -> dict[str, Any]:
         "trials": done, "outcomes": dict(tuner.counts), "seconds": elapsed,
         "timed_launches": {k: tuner.space.run[k] for k in ("iterations", "warmup")},
         "raced": tuner.raced,
+        "learned_numerics": tuner.learned.summary(),
         "observations_per_second": done / elapsed if elapsed else 0.0,
         "verified_per_second": sum(tuner.counts[o] for o in oc.PASSED) / elapsed
         if elapsed else 0.0,

@@ -26,7 +26,7 @@ from mneme_cc.replay.compiling.compiler import application_assembler
 from mneme_cc.replay.config import PLAIN_SCALARS, ReplayConfig
 from mneme_cc.replay.running.timer import RACE_LAUNCHES
 from mneme_cc.tune import askers, need_optuna, neighbours, summaries, warm_start
-from mneme_cc.tune.bitwise import keep_numerics
+from mneme_cc.tune.bitwise import LearnedNumerics, keep_numerics
 from mneme_cc.tune.executor import ReplayExecutor, TrialResult
 from mneme_cc.tune.exhaustive import is_queued, queue_combinations
 from mneme_cc.tune.feasibility import FaultingGeometries, Need, infeasible
@@ -139,6 +139,7 @@ class Tuner:
         self.local = neighbours.LocalSteps(self.space, settings.seed) \
             if settings.sampler == "tpe" and len(settings.objectives) == 1 else None
         self.askers: askers.Askers | None = None  # processes asking beside the loop
+        self.learned = LearnedNumerics()  # values the contraction probe showed change numerics
         self.racing = settings.race and settings.objectives == ["time"]
         self.raced = 0  # verified trials whose timing stopped early
 
@@ -175,6 +176,7 @@ class Tuner:
         if result.raced and not duplicate:
             self.raced += 1
         if not duplicate:
+            self.learned.told(params, result.outcome)
             self.distinct[result.outcome] += 1
             for stage, seconds in result.stage_seconds().items():
                 self.time_spent[stage] += seconds
@@ -406,10 +408,10 @@ class Tuner:
 
     def _verdict(self, params: dict[str, Any]) -> tuple[ReplayConfig, str | None, str, str]:
         """(config to run, why it will not run or None, the outcome it is
-        pruned as, its key): its numerics in a bitwise study, a device it does
-        not fit, an earlier fault."""
+        pruned as, its key): its numerics in a bitwise study (by the rules, or
+        as the study learned), a device it does not fit, an earlier fault."""
         config, reason, key = self._judge(params)
-        if reason:
+        if reason or (reason := self.learned.reason(params)):
             return config, reason, oc.NUMERICS_CHANGING, key
         return config, infeasible(config, self.instance.block, self.props, self.need) \
             or self.faulting.reason(config), oc.INFEASIBLE, key

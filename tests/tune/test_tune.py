@@ -169,12 +169,16 @@ class FusingExecutor(FakeExecutor):
         return super().submit(config)
 
 
-def test_the_sampler_learns_from_configurations_ruled_out_after_they_ran(instance, tmp_path):
+def test_the_sampler_learns_from_configurations_ruled_out_after_they_ran(instance, tmp_path,
+                                                                        monkeypatch):
     """Failed trials end PRUNED, as those ruled out before they ran (TPE leaves
     FAIL trials out of its model and would keep proposing their neighbours);
     only a cancelled trial, which found nothing, is FAIL."""
     import optuna
 
+    from mneme_cc.tune import bitwise
+
+    monkeypatch.setattr(bitwise, "LEARNED_AFTER", 10**9)  # the sampler alone
     ruled_out = {}
     for sampler in ("random", "tpe"):
         tuner = Tuner(instance, TuneSettings(
@@ -190,6 +194,51 @@ def test_the_sampler_learns_from_configurations_ruled_out_after_they_ran(instanc
                 continue
             assert trial.state == (state.FAIL if outcome == oc.CANCELLED else state.PRUNED)
     assert ruled_out["tpe"] < 0.7 * ruled_out["random"], ruled_out
+
+
+def test_a_bitwise_study_learns_which_values_change_the_numerics(instance, tmp_path):
+    """O1 and O2 fail as the contraction probe explains, whatever else the
+    configuration holds: once each has been the one never-verified value of 8
+    such trials, configurations with it are pruned before they run, saying why."""
+    from mneme_cc.tune.bitwise import LEARNED_AFTER
+
+    FakeExecutor.submitted = []
+    tuner = Tuner(instance, TuneSettings(
+        trials=300, sampler="random", seed=2, compile_workers=2, space="standard",
+        out_dir=tmp_path / "study", allow_numerics_change=True), props=H100,
+        executor=FusingExecutor)
+    summary = tuner.run()
+    assert summary["learned_numerics"].keys() == {"pipeline='default<O1>'",
+                                                  "pipeline='default<O2>'"}
+    ran = [c.pipeline for c in FakeExecutor.submitted if c.baseline is None]
+    for pipeline in ("default<O1>", "default<O2>"):  # random runs about 75 of each
+        assert LEARNED_AFTER <= ran.count(pipeline) < 40 and pipeline not in ran[-80:]
+    pruned = [t for t in tuner.study.get_trials()
+              if "fused other multiply-adds" in t.user_attrs.get("constraint", "")]
+    assert pruned and all(t.params["pipeline"] in ("default<O1>", "default<O2>") for t in pruned)
+    assert pruned[0].user_attrs["constraint"].startswith(
+        "numerics-changing: pipeline='default<O")
+
+
+def test_a_value_a_verified_trial_had_is_never_learned():
+    from mneme_cc.tune.bitwise import LearnedNumerics
+
+    learned = LearnedNumerics(after=2)
+    fused = {"unroll": False, "level": 3}
+    learned.told({"unroll": True, "level": 3}, oc.VERIFIED)
+    learned.told({"unroll": False, "level": 2}, oc.NUMERICS_CHANGING)  # two suspects: no blame
+    learned.told(fused, oc.NUMERICS_CHANGING)
+    assert learned.reason(fused) is None  # blamed once
+    learned.told(fused, oc.FAILED_VERIFICATION)  # a miscompile is not the numerics
+    learned.told(fused, oc.NUMERICS_CHANGING)
+    assert learned.reason({"level": 1, "unroll": False}).startswith(
+        "numerics-changing: unroll=False fused other multiply-adds than the build in each of "
+        "the 2 trials")
+    assert learned.summary() == {"unroll=False": 2}
+    learned.told({"unroll": False, "level": 1}, oc.VERIFIED)  # another process ran one
+    assert learned.reason(fused) is None and learned.summary() == {}
+    learned.told(fused, oc.NUMERICS_CHANGING)
+    assert learned.reason(fused) is None  # never again
 
 
 def test_a_study_with_tolerances_runs_numerics_changing_configurations(instance, tmp_path):
