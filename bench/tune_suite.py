@@ -113,6 +113,7 @@ def study(examples: Path, scratch: Path, name: str, args: list[str], kernel: str
             "best_ms": s["best_median_ms"], "time_spent": s["time_spent"],
             "where": where_time_went(s["time_spent"]), "askers": s.get("askers"),
             "raced": s.get("raced"), "worker_restarts": s.get("worker_restarts"),
+            "learned_numerics": s.get("learned_numerics"),
             "gpu_floor_per_s": gpu_floor(s)}
 
 

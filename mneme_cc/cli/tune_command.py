@@ -175,6 +175,8 @@ def _tune_one(inst, settings, tuner_class, interactive: bool) -> dict:
         grid.add_row("verdict", s["verdict"], "", "")
         grid.add_row("observations/s", f"{s['observations_per_second']:.1f}",
                      "worker restarts", str(s["worker_restarts"]))
+        if s["learned_numerics"]:  # pruned from here on, before they run
+            grid.add_row("changes numerics", ", ".join(s["learned_numerics"]), "", "")
         return grid
 
     with Live(console=console, refresh_per_second=4) as live:
