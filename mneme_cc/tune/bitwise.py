@@ -7,6 +7,7 @@ contraction probe's verdicts (LearnedNumerics)."""
 from __future__ import annotations
 
 import json
+import zlib
 from collections import Counter
 from typing import Any
 
@@ -31,6 +32,14 @@ def keep_numerics(config: ReplayConfig, kernel,
 #: How many numerics-changing trials a parameter value must explain alone,
 #: never once verified, before a study prunes it before it runs.
 LEARNED_AFTER = 8
+#: One in this many configurations with a learned value runs anyway (which
+#: ones is drawn from their parameters): should one verify, the value is
+#: unlearned.
+RECHECK_EVERY = 16
+
+
+def _value_key(name: str, value: Any) -> tuple[str, str]:
+    return name, json.dumps(value, sort_keys=True, default=repr)
 
 
 class LearnedNumerics:
@@ -41,44 +50,62 @@ class LearnedNumerics:
     from a configuration. A numerics-changing trial (the contraction probe's
     verdict) blames the one value of it that no verified trial has had; a
     value blamed LEARNED_AFTER times and never verified is learned, and
-    later configurations with it are pruned as numerics-changing before they
-    run. A value a verified trial has is never learned (nor kept learned)."""
+    configurations with it are pruned as numerics-changing before they run,
+    but for one in RECHECK_EVERY, which runs: a value a verified trial has is
+    never learned, nor kept learned. A study that allows numerics changes,
+    or verifies under per-buffer policies, learns nothing (`enabled`)."""
 
-    def __init__(self, after: int | None = None):
-        self.after = after or LEARNED_AFTER
-        self.verified: set[tuple[str, str]] = set()  # (name, value as JSON) of verified trials
+    def __init__(self, enabled: bool = True, after: int | None = None):
+        self.enabled = enabled
+        self.after = LEARNED_AFTER if after is None else after
+        self.verified: set[tuple[str, str]] = set()  # values of verified trials
         self.blamed: Counter[tuple[str, str]] = Counter()
         self.learned: dict[tuple[str, str], str] = {}  # -> the reason a configuration gets
+        self._shown: dict[tuple[str, str], str] = {}   # -> name=value as the user reads it
 
-    def told(self, params: dict[str, Any], outcome: str) -> None:
-        """A trial that ran (not a repeat), and its outcome."""
-        values = {(name, json.dumps(value, default=str)) for name, value in params.items()}
+    def told(self, params: dict[str, Any], outcome: str, duplicate: bool = False) -> None:
+        """A trial's outcome. A repeat of a configuration that ran counts
+        as verified, never as blame (its run was blamed once already)."""
+        if not self.enabled:
+            return
+        values = {_value_key(name, value): (name, value) for name, value in params.items()}
         if outcome in oc.PASSED:
-            self.verified |= values
-            for value in values & self.learned.keys():
+            self.verified.update(values)
+            for value in values.keys() & self.learned.keys():
                 del self.learned[value]
-        elif outcome == oc.NUMERICS_CHANGING:
-            suspects = values - self.verified
+        elif outcome == oc.NUMERICS_CHANGING and not duplicate:
+            suspects = values.keys() - self.verified
             if len(suspects) == 1:
                 (value,) = suspects
                 self.blamed[value] += 1
+                name, raw = values[value]
+                self._shown[value] = f"{name}={raw!r}"
                 if self.blamed[value] >= self.after:
-                    name = value[0]
                     self.learned[value] = (
-                        f"numerics-changing: {name}={params[name]!r} fused other multiply-adds "
-                        f"than the build in each of the {self.blamed[value]} trials that ran "
-                        "it (the contraction probe), and in no verified one")
+                        f"numerics-changing: {self._shown[value]} fused other multiply-adds "
+                        f"than the build in {self.blamed[value]} trials where it was the only "
+                        "value no verified trial had (the contraction probe)")
+
+    def told_earlier(self, results: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+        """What a study held before this run (its trials' parameters and
+        results, from every process): each configuration once."""
+        seen = set()
+        for params, result in results:
+            key = json.dumps(result.get("config"), sort_keys=True, default=repr)
+            self.told(params, result.get("outcome", ""), duplicate=key in seen)
+            seen.add(key)
 
     def reason(self, params: dict[str, Any]) -> str | None:
         """Why a configuration with these parameters is not run, or None."""
         if not self.learned:
             return None
         for name, value in params.items():
-            if (why := self.learned.get((name, json.dumps(value, default=str)))):
-                return why
+            if (why := self.learned.get(_value_key(name, value))):
+                # The same answer each time a configuration is asked about.
+                drawn = zlib.crc32(json.dumps(params, sort_keys=True, default=repr).encode())
+                return None if drawn % RECHECK_EVERY == 0 else why
         return None
 
     def summary(self) -> dict[str, int]:
         """Learned values, as name=value, with the trials that taught each."""
-        return {f"{name}={json.loads(value)!r}": self.blamed[(name, value)]
-                for name, value in self.learned}
+        return {self._shown[value]: self.blamed[value] for value in self.learned}

@@ -139,7 +139,9 @@ class Tuner:
         self.local = neighbours.LocalSteps(self.space, settings.seed) \
             if settings.sampler == "tpe" and len(settings.objectives) == 1 else None
         self.askers: askers.Askers | None = None  # processes asking beside the loop
-        self.learned = LearnedNumerics()  # values the contraction probe showed change numerics
+        # Values the contraction probe showed to change the numerics of a bitwise study.
+        self.learned = LearnedNumerics(enabled=not (settings.allow_numerics_change or
+                                                    settings.verify))
         self.racing = settings.race and settings.objectives == ["time"]
         self.raced = 0  # verified trials whose timing stopped early
 
@@ -162,8 +164,8 @@ class Tuner:
                 end_trial(self.study, trial, self.values(result))
             else:
                 # A configuration that ran and is ruled out ends PRUNED, as one
-                # ruled out before it ran: samplers learn from PRUNED trials and
-                # leave FAIL out, which is for trials that found nothing.
+                # ruled out before it ran: TPE learns from PRUNED trials and
+                # leaves FAIL out, which is for trials that found nothing.
                 end_trial(self.study, trial, state=self.state.FAIL
                           if result.outcome == oc.CANCELLED else self.state.PRUNED)
         except (ValueError, RuntimeError):
@@ -175,8 +177,8 @@ class Tuner:
         self.counts[result.outcome] += 1
         if result.raced and not duplicate:
             self.raced += 1
+        self.learned.told(params, result.outcome, duplicate)
         if not duplicate:
-            self.learned.told(params, result.outcome)
             self.distinct[result.outcome] += 1
             for stage, seconds in result.stage_seconds().items():
                 self.time_spent[stage] += seconds
@@ -231,8 +233,10 @@ class Tuner:
         begun = time.perf_counter()
         self.deadline = begun + s.timeout if s.timeout else None
         self.stale = reclaim_stale(self.study, self.storage, self.owner)
-        self.cancelled_before = sum("cancelled" in t.user_attrs
-                                    for t in self.study.get_trials(deepcopy=False))
+        earlier = self.study.get_trials(deepcopy=False)
+        self.cancelled_before = sum("cancelled" in t.user_attrs for t in earlier)
+        self.learned.told_earlier([(t.params, t.user_attrs["result"]) for t in earlier
+                                   if "result" in t.user_attrs])
         trials = queue_combinations(self.study, self.space, s.trials) \
             if s.sampler == "exhaustive" else s.trials
         with self.executor(self.instance, devices=s.devices, compile_workers=s.compile_workers,
