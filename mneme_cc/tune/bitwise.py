@@ -91,6 +91,8 @@ class LearnedNumerics:
         results, from every process): each configuration once."""
         seen = set()
         for params, result in results:
+            if not isinstance(result, dict):  # a storage is not trusted
+                continue
             key = json.dumps(result.get("config"), sort_keys=True, default=repr)
             self.told(params, result.get("outcome", ""), duplicate=key in seen)
             seen.add(key)

@@ -266,7 +266,8 @@ def test_a_resumed_study_starts_from_what_its_trials_showed():
         [({"unroll": False, "level": level}, result(oc.NUMERICS_CHANGING, 3 + level))
          for level in (1, 2)]
     learned = LearnedNumerics(after=3)
-    learned.told_earlier(earlier)  # the repeats of key 2 count once; levels 1, 2 never verified
+    learned.told_earlier([(fused, "not a result")] + earlier)  # a damaged trial is passed over
+    # The repeats of key 2 count once; levels 1 and 2 never verified.
     assert learned.summary() == {}
     learned = LearnedNumerics(after=3)  # once levels 1 and 2 verified, unroll=False is blamed
     learned.told_earlier([({"unroll": True, "level": level}, result(oc.VERIFIED, 9 + level))
