@@ -237,6 +237,9 @@ class Tuner:
         self.cancelled_before = sum("cancelled" in t.user_attrs for t in earlier)
         self.learned.told_earlier([(t.params, t.user_attrs["result"]) for t in earlier
                                    if "result" in t.user_attrs])
+        if s.warm_start and self.learned.enabled:  # what the same kernel's studies ran
+            self.learned.told_earlier(warm_start.lessons(self.instance.db.path, self.name,
+                                                         self.instance))
         trials = queue_combinations(self.study, self.space, s.trials) \
             if s.sampler == "exhaustive" else s.trials
         with self.executor(self.instance, devices=s.devices, compile_workers=s.compile_workers,

@@ -8,7 +8,9 @@ functions it calls, libdevice left out: cosine similarity at least
 study's own baseline), their parameters kept where this study's space has
 the parameter and allows the value: a parameter the space lacks is dropped,
 one the source lacks is left to the sampler. At most `LIMIT` are enqueued,
-after the application's own settings.
+after the application's own settings. What the same kernel's studies ran
+also tells a bitwise study which parameter values change the numerics
+(`lessons`, mneme_cc.tune.bitwise.LearnedNumerics).
 """
 
 from __future__ import annotations
@@ -173,12 +175,10 @@ def _best_trials(study: StudyDir) -> list[tuple[float, dict[str, Any]]]:
     return [(baseline / ms, params) for ms, _, params in ranked[:PER_STUDY]]
 
 
-def seeds(database: Path, this_study: str, instance, space: SearchSpace,
-          limit: int = LIMIT) -> list[Seed]:
-    """What to try first in a new study of `instance`, best sources first. A
-    source study that cannot be read (damaged, not a study) is passed over."""
-    sources: list[tuple[int, float, StudyDir, str]] = []  # (rank, -similarity, study, why)
-    mine = _mix(instance.db, instance.static_hash, instance.kernel_name)
+def _other_studies(database: Path, this_study: str, instance):
+    """(study, its instance) of the database's other studies whose instance
+    is still recorded; one that cannot be read (damaged, not a study) is
+    passed over."""
     for summary in sorted((database / "tune").glob(f"*/{SUMMARY}")):
         study = StudyDir(summary.parent)
         try:
@@ -187,13 +187,43 @@ def seeds(database: Path, this_study: str, instance, space: SearchSpace,
             name, other = study.summary.get("study"), study.summary.get("instance")
             if name == this_study or not isinstance(other, str) or not other:
                 continue
-            source = instance.db.find(rid=other)
-            if source.kernel_name == instance.kernel_name:
-                sources.append((0, -1.0, study, "the same kernel"))
-                continue
-            score = similarity(mine, _mix(instance.db, source.static_hash, source.kernel_name))
+            yield study, instance.db.find(rid=other)
         except (MnemeError, OSError, ValueError, TypeError, AttributeError):
             continue  # a damaged summary, or an instance no longer recorded
+
+
+def lessons(database: Path, this_study: str, instance) -> list[tuple[dict[str, Any],
+                                                                     dict[str, Any]]]:
+    """(parameters, {"outcome", "config"}) of each configuration the other
+    studies of the same kernel ran, for LearnedNumerics.told_earlier."""
+    ran = []
+    for study, source in _other_studies(database, this_study, instance):
+        if source.kernel_name != instance.kernel_name or \
+                not _readable(study.path / "trials.jsonl"):
+            continue
+        try:
+            ran += [(t["params"], {"outcome": t["outcome"], "config": t.get("config")})
+                    for t in study.trials if isinstance(t.get("params"), dict)
+                    and isinstance(t.get("outcome"), str) and not t.get("duplicate")]
+        except (MnemeError, OSError, ValueError, TypeError, AttributeError, KeyError):
+            continue
+    return ran
+
+
+def seeds(database: Path, this_study: str, instance, space: SearchSpace,
+          limit: int = LIMIT) -> list[Seed]:
+    """What to try first in a new study of `instance`, best sources first. A
+    source study that cannot be read (damaged, not a study) is passed over."""
+    sources: list[tuple[int, float, StudyDir, str]] = []  # (rank, -similarity, study, why)
+    mine = _mix(instance.db, instance.static_hash, instance.kernel_name)
+    for study, source in _other_studies(database, this_study, instance):
+        if source.kernel_name == instance.kernel_name:
+            sources.append((0, -1.0, study, "the same kernel"))
+            continue
+        try:
+            score = similarity(mine, _mix(instance.db, source.static_hash, source.kernel_name))
+        except (MnemeError, OSError, ValueError, TypeError, AttributeError):
+            continue
         if score >= SIMILAR:
             sources.append((1, -score, study, f"similar IR ({score:.2f})"))
     out: list[Seed] = []

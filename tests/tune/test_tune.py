@@ -229,6 +229,27 @@ def test_a_bitwise_study_learns_which_values_change_the_numerics(instance, tmp_p
         assert LEARNED_AFTER <= learning < allowed / 2, (pipeline, learning, allowed)
 
 
+def test_a_new_study_starts_from_what_the_same_kernels_studies_ran(instance):
+    """Warm start also hands a bitwise study the other studies' verdicts: the
+    second study of the kernel prunes O1 and O2 from its start."""
+    def study(name, warm_start):
+        FakeExecutor.submitted = []
+        tuner = Tuner(instance, TuneSettings(
+            trials=300, sampler="random", seed=2, compile_workers=2, space="standard",
+            study_name=name, allow_numerics_change=False, warm_start=warm_start),
+            props=H100, executor=FusingExecutor)
+        summary = tuner.run()
+        ran = [c.pipeline for c in FakeExecutor.submitted if c.baseline is None]
+        return summary, sum(p in ("default<O1>", "default<O2>") for p in ran)
+
+    first, fused_first = study("first", warm_start=False)
+    assert len(first["learned_numerics"]) == 2
+    cold, fused_cold = study("cold", warm_start=False)
+    warm, fused_warm = study("warm", warm_start=True)
+    assert warm["learned_numerics"].keys() == first["learned_numerics"].keys()
+    assert fused_warm < fused_cold / 2, (fused_warm, fused_cold)  # one in 16 still runs
+
+
 def test_a_value_a_verified_trial_had_is_never_learned():
     from mneme_cc.tune.bitwise import LearnedNumerics
 
