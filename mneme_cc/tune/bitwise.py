@@ -15,6 +15,7 @@ from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.compiling import ptx_kernel
 from mneme_cc.replay.compiling.numerics import codegen_of, for_bitwise_study
 from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.tune.space import value_key
 
 
 def keep_numerics(config: ReplayConfig, kernel,
@@ -38,10 +39,6 @@ LEARNED_AFTER = 8
 RECHECK_EVERY = 16
 
 
-def _value_key(name: str, value: Any) -> tuple[str, str]:
-    return name, json.dumps(value, sort_keys=True, default=repr)
-
-
 class LearnedNumerics:
     """Parameter values a bitwise study found to change the numerics by
     running them: with fast contraction, which multiply-adds the back end
@@ -58,17 +55,17 @@ class LearnedNumerics:
     def __init__(self, enabled: bool = True, after: int | None = None):
         self.enabled = enabled
         self.after = LEARNED_AFTER if after is None else after
-        self.verified: set[tuple[str, str]] = set()  # values of verified trials
-        self.blamed: Counter[tuple[str, str]] = Counter()
-        self.learned: dict[tuple[str, str], str] = {}  # -> the reason a configuration gets
-        self._shown: dict[tuple[str, str], str] = {}   # -> name=value as the user reads it
+        self.verified: set[tuple[str, Any]] = set()  # values of verified trials
+        self.blamed: Counter[tuple[str, Any]] = Counter()
+        self.learned: dict[tuple[str, Any], str] = {}  # -> the reason a configuration gets
+        self._shown: dict[tuple[str, Any], str] = {}   # -> name=value as the user reads it
 
     def told(self, params: dict[str, Any], outcome: str, duplicate: bool = False) -> None:
         """A trial's outcome. A repeat of a configuration that ran counts
         as verified, never as blame (its run was blamed once already)."""
         if not self.enabled:
             return
-        values = {_value_key(name, value): (name, value) for name, value in params.items()}
+        values = {(name, value_key(value)): (name, value) for name, value in params.items()}
         if outcome in oc.PASSED:
             self.verified.update(values)
             for value in values.keys() & self.learned.keys():
@@ -102,7 +99,7 @@ class LearnedNumerics:
         if not self.learned:
             return None
         for name, value in params.items():
-            if (why := self.learned.get(_value_key(name, value))):
+            if (why := self.learned.get((name, value_key(value)))):
                 # The same answer each time a configuration is asked about.
                 drawn = zlib.crc32(json.dumps(params, sort_keys=True, default=repr).encode())
                 return None if drawn % RECHECK_EVERY == 0 else why

@@ -20,14 +20,24 @@ stay within real limits:
 from __future__ import annotations
 
 import functools
+import json
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from mneme_cc.errors import UsageError
-from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.replay.config import PLAIN_SCALARS, ReplayConfig
 from mneme_cc.tune.properties import DeviceProperties
+
+
+def value_key(value: Any) -> Any:
+    """A hashable stand-in for a sampled value: the value with its type where
+    it is a plain scalar (1, 1.0 and True stay apart), else its JSON (a user
+    space's choice of tuples, say)."""
+    if value is None or type(value) in PLAIN_SCALARS:
+        return type(value), value
+    return json.dumps(value, sort_keys=True, default=repr)
 
 When = tuple[str, tuple[Any, ...]] | None
 

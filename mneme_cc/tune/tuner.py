@@ -9,7 +9,6 @@ asks the study for trials and tells it results.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 import warnings
@@ -23,7 +22,7 @@ from typing import Any
 from mneme_cc.errors import UsageError
 from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.compiling.compiler import application_assembler
-from mneme_cc.replay.config import PLAIN_SCALARS, ReplayConfig
+from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.running.timer import RACE_LAUNCHES
 from mneme_cc.tune import askers, need_optuna, neighbours, summaries, warm_start
 from mneme_cc.tune.bitwise import LearnedNumerics, keep_numerics
@@ -35,7 +34,7 @@ from mneme_cc.tune.presets import load_space
 from mneme_cc.tune.properties import DeviceProperties
 from mneme_cc.tune.samplers import OBJECTIVES, make_sampler
 from mneme_cc.tune.settings import TuneSettings, study_timed_launches, timed_launches
-from mneme_cc.tune.space import SearchSpace
+from mneme_cc.tune.space import SearchSpace, value_key
 from mneme_cc.tune.storage import describe, open_storage
 from mneme_cc.tune.study_dir import StudyDir
 
@@ -67,13 +66,9 @@ def race_threshold(median_ms: float, samples_ms: list[float]) -> float:
     return base * (1 + min(RACE_MOST, max(RACE_LEAST, RACE_SPREADS * spread)))
 
 
-def _memo_key(params: dict[str, Any]) -> Any:
-    """A hashable stand-in for sampled parameters: their names, types and
-    values (1 and 1.0 and True stay apart), or their JSON where a value is
-    not a plain scalar (a user space's choice of tuples, say)."""
-    if all(v is None or type(v) in PLAIN_SCALARS for v in params.values()):
-        return tuple((name, type(value), value) for name, value in sorted(params.items()))
-    return json.dumps(params, sort_keys=True, default=str)
+def _memo_key(params: dict[str, Any]) -> tuple:
+    """A hashable stand-in for sampled parameters (space.value_key each)."""
+    return tuple((name, value_key(value)) for name, value in sorted(params.items()))
 
 
 class Tuner:
@@ -235,11 +230,12 @@ class Tuner:
         self.stale = reclaim_stale(self.study, self.storage, self.owner)
         earlier = self.study.get_trials(deepcopy=False)
         self.cancelled_before = sum("cancelled" in t.user_attrs for t in earlier)
-        self.learned.told_earlier([(t.params, t.user_attrs["result"]) for t in earlier
-                                   if "result" in t.user_attrs])
-        if s.warm_start and self.learned.enabled:  # what the same kernel's studies ran
-            self.learned.told_earlier(warm_start.lessons(self.instance.db.path, self.name,
-                                                         self.instance))
+        if self.learned.enabled:  # what this study and, warm, the kernel's others ran
+            self.learned.told_earlier([(t.params, t.user_attrs["result"]) for t in earlier
+                                       if "result" in t.user_attrs])
+            if s.warm_start:
+                self.learned.told_earlier(warm_start.lessons(self.instance.db.path, self.name,
+                                                             self.instance))
         trials = queue_combinations(self.study, self.space, s.trials) \
             if s.sampler == "exhaustive" else s.trials
         with self.executor(self.instance, devices=s.devices, compile_workers=s.compile_workers,
