@@ -38,7 +38,9 @@ def make_database(db: Path, a: np.ndarray, b: np.ndarray, out_after: np.ndarray,
                   bitcode: bytes | None = None,
                   kernel: tuple[str, str] = ("_Z3addPKfS0_Pfi",
                                              "add(float const*, float const*, float*, int)"),
-                  image: bytes | None = None, dynamic: str = "8899aabbccddeeff") -> dict:
+                  image: bytes | None = None, dynamic: str = "8899aabbccddeeff",
+                  grid: tuple[int, int, int] = (4, 1, 1),
+                  block: tuple[int, int, int] = (256, 1, 1)) -> dict:
     """One kernel `add(float const*, float const*, float*, int)`, one instance:
     allocations a, b and out (zeros before, out_after after). `bitcode` and
     `kernel` (mangled, demangled) give a real module of that signature instead;
@@ -57,7 +59,7 @@ def make_database(db: Path, a: np.ndarray, b: np.ndarray, out_after: np.ndarray,
         "format": "mneme-instance", "version": 1, "kernel": kernel[0],
         "demangled": kernel[1],
         "static_hash": static, "dynamic_hash": dynamic, "has_ir": image is None,
-        "launch": {"api": "cudaLaunchKernel", "grid": [4, 1, 1], "block": [256, 1, 1],
+        "launch": {"api": "cudaLaunchKernel", "grid": list(grid), "block": list(block),
                    "cluster": None, "shared_mem_bytes": 0, "cooperative": False,
                    "stream_flags": 0, "default_stream": True},
         "params": [{"offset": 0, "size": 8}, {"offset": 8, "size": 8},

@@ -5,8 +5,9 @@ arguments and launch dimensions as constants, launch bounds with min blocks
 per SM, ptxas's level and register cap, the multiply-add contraction mode
 where the study may change numerics, and the block size when the kernel is
 launch-agnostic: before the study, `calibrate()` replays it once under
-another 1-D geometry covering the same threads, and only if that verifies is
-geometry searched (over block sizes that divide the recorded thread count).
+another geometry covering the same threads, and only if that verifies is
+geometry searched (1-D: block sizes that divide the recorded thread count;
+2-D and 3-D: block shapes that divide it in each dimension).
 The first trial is the application's own settings (the `ir` baseline's
 configuration), so the sampler starts from what the build did.
 
@@ -30,6 +31,7 @@ from mneme_cc.tune.space import (
     SearchSpace,
     Specialization,
     TuningOptions,
+    shape_name,
 )
 
 REGISTER_CAPS = (None, 32, 40, 48, 64, 80, 96, 128, 168, 255)
@@ -50,18 +52,40 @@ class Auto(SearchSpace):
             self.level = min(3, max(1, int(level))) if level.isdigit() else 2
 
     def calibrate(self, evaluate: Callable[[ReplayConfig], Any]) -> None:
-        """Searches the block size only if another geometry verifies."""
+        """Searches the block shape only if another geometry verifies."""
         inst = self.instance
-        threads = inst.block[0]
-        if not self.geometry._is_1d() or threads % (2 * self.props.warp_size):
+        if self.geometry._is_1d():
+            threads = inst.block[0]
+            if threads % (2 * self.props.warp_size):
+                return
+            half = threads // 2
+            shape = {"block": (half, 1, 1), "grid": (-(-inst.grid[0] * threads // half), 1, 1)}
+        elif (other := self.geometry.probe()) is not None:
+            shape = self.geometry.covering(other)
+        else:
             return
-        half = threads // 2
-        grid = -(-inst.grid[0] * threads // half)
         # The build's own settings with only the geometry changed, so that a
         # failure means the geometry, not the numerics.
-        probe = dataclasses.replace(self.derive(self.initial_params()), block=(half, 1, 1),
-                                    grid=(grid, 1, 1))
+        probe = dataclasses.replace(self.derive(self.initial_params()), **shape)
         self.launch_agnostic = bool(evaluate(probe).verified)
+
+    def geometry_dimensions(self) -> list[Dimension]:
+        """The block size (1-D) or shape, once calibrate() found the kernel
+        launch-agnostic."""
+        if not self.launch_agnostic:
+            return []
+        if self.geometry._is_1d():
+            return [Categorical("block", self.block_sizes())]
+        return self.geometry.dimensions()
+
+    def geometry_initial(self) -> dict[str, Any]:
+        """The recorded geometry, as a value of geometry_dimensions()."""
+        names = {d.name for d in self.geometry_dimensions()}
+        if "block" in names:
+            return {"block": self.instance.block[0]}
+        if "block_shape" in names:
+            return {"block_shape": shape_name(self.instance.block)}
+        return {}
 
     def dimensions(self) -> list[Dimension]:
         dims: list[Dimension] = [
@@ -74,9 +98,7 @@ class Auto(SearchSpace):
         ]
         if self.run.get("verify") or self.changes_numerics:
             dims.append(Categorical("fp_contract", (None, "fast", "on", "off")))
-        if self.launch_agnostic:
-            dims.append(Categorical("block", self.block_sizes()))
-        return dims
+        return dims + self.geometry_dimensions()
 
     def block_sizes(self) -> tuple[int, ...]:
         """Warp multiples that divide the recorded threads: the grid then covers
@@ -108,9 +130,7 @@ class Auto(SearchSpace):
             params["specialize_args"] = False
         if self.run.get("verify") or self.changes_numerics:
             params["fp_contract"] = None
-        if self.launch_agnostic:
-            params["block"] = self.instance.block[0]
-        return params
+        return params | self.geometry_initial()
 
 
 class AutoWithoutIR(Auto):
@@ -132,9 +152,7 @@ class AutoWithoutIR(Auto):
             dims += [*self.bounds.dimensions(),
                      *([Int("ptxas_opt_level", 1, 3)] if self._ptxas_levels() else []),
                      Categorical("max_registers", REGISTER_CAPS)]
-        if self.launch_agnostic:
-            dims.append(Categorical("block", self.block_sizes()))
-        return dims
+        return dims + self.geometry_dimensions()
 
     def fields(self, params: dict[str, Any]) -> dict[str, Any]:
         out = self.geometry.fields(params)
@@ -149,9 +167,7 @@ class AutoWithoutIR(Auto):
             params.update(max_registers=None, launch_bounds=False)
         if self._ptxas_levels():
             params["ptxas_opt_level"] = 3
-        if self.launch_agnostic:
-            params["block"] = self.instance.block[0]
-        return params
+        return params | self.geometry_initial()
 
 
 def auto_space(instance, props) -> Auto:

@@ -20,6 +20,7 @@ stay within real limits:
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 from collections.abc import Callable, Iterator, Sequence
@@ -284,23 +285,65 @@ class Ptxas(SearchSpace):
 
 
 class Geometry(SearchSpace):
-    """1-D block sizes in warps, the grid covering the recorded threads.
+    """Block shapes, the grid covering the recorded threads.
 
     A kernel that indexes one element per thread (`i = blockIdx.x *
-    blockDim.x + threadIdx.x; if (i < n)`) computes the same at every block
-    size when the grid covers as many threads as the recording did. Subclass
-    with `grid_stride = True` for launch-agnostic (grid-stride) kernels: the
+    blockDim.x + threadIdx.x; if (i < n)`, and likewise in y and z) computes
+    the same at every block shape when the grid covers as many threads in
+    each dimension as the recording did. A 1-D launch searches the block
+    size in warps (`block`); a 2-D or 3-D one the shapes whose sides are
+    powers of two (or the recorded side) dividing the recorded threads in
+    their dimension (`block_shape`, e.g. "32x4x2"). Subclass with
+    `grid_stride = True` for launch-agnostic (grid-stride) 1-D kernels: the
     grid is then searched too, in waves of the SM count.
     """
 
     grid_stride = False
+    # CUDA's limits on a block's and a grid's sides.
+    MAX_BLOCK = (1024, 1024, 64)
+    MAX_GRID = (2**31 - 1, 65535, 65535)
 
     def _is_1d(self) -> bool:
         return self.instance.block[1:] == (1, 1) and self.instance.grid[1:] == (1, 1)
 
+    def _threads(self) -> tuple[int, int, int]:
+        """The recorded threads in each dimension."""
+        return tuple(g * b for g, b in zip(self.instance.grid, self.instance.block, strict=True))
+
+    def shapes(self) -> tuple[str, ...]:
+        """The 2-D and 3-D block shapes covering the recorded threads exactly,
+        the recorded one among them, as `block_shape` values."""
+        threads, recorded = self._threads(), tuple(self.instance.block)
+        sides = [sorted(s for s in {1 << k for k in range(11)} | {recorded[d]}
+                        if s <= self.MAX_BLOCK[d] and threads[d] % s == 0
+                        and threads[d] // s <= self.MAX_GRID[d])
+                 for d in range(3)]
+        fits = [shape for shape in itertools.product(*sides)
+                if shape == recorded or (math.prod(shape) % self.props.warp_size == 0
+                                         and math.prod(shape) <= self.props.max_threads_per_block)]
+        return tuple(shape_name(shape) for shape in fits)
+
+    def probe(self) -> tuple[int, int, int] | None:
+        """Another shape of as many threads, differing from the recorded one
+        in as many sides as can be (then the widest): the one replay that
+        tells whether a multi-dimensional kernel is launch-agnostic."""
+        recorded = tuple(self.instance.block)
+        others = [s for s in map(parse_shape, self.shapes())
+                  if s != recorded and math.prod(s) == math.prod(recorded)]
+        if not others:
+            return None
+        return max(others, key=lambda s: (sum(a != b for a, b in zip(s, recorded, strict=True)),
+                                          s[0]))
+
+    def covering(self, block: tuple[int, int, int]) -> dict[str, Any]:
+        """The fields that launch `block` over the recorded threads."""
+        grid = tuple(t // b for t, b in zip(self._threads(), block, strict=True))
+        return {"block": tuple(block), "grid": grid}
+
     def dimensions(self):
         if not self._is_1d():
-            return []
+            shapes = () if self.grid_stride else self.shapes()
+            return [Categorical("block_shape", shapes)] if len(shapes) > 1 else []
         warp = self.props.warp_size
         dims: list[Dimension] = [Int("block", warp, self.props.max_threads_per_block, step=warp)]
         if self.grid_stride:
@@ -308,6 +351,8 @@ class Geometry(SearchSpace):
         return dims
 
     def fields(self, params):
+        if "block_shape" in params:
+            return self.covering(parse_shape(params["block_shape"]))
         if "block" not in params:
             return {}
         block = params["block"]
@@ -318,6 +363,16 @@ class Geometry(SearchSpace):
             threads = self.instance.grid[0] * self.instance.block[0]
             grid = -(-threads // block)
         return {"block": (block, 1, 1), "grid": (grid, 1, 1)}
+
+
+def shape_name(shape: Sequence[int]) -> str:
+    """`32x4x2`: a block shape as a categorical value."""
+    return "x".join(map(str, shape))
+
+
+def parse_shape(name: str) -> tuple[int, int, int]:
+    x, y, z = (int(side) for side in name.split("x"))
+    return x, y, z
 
 
 class GridStrideGeometry(Geometry):

@@ -70,3 +70,36 @@ def test_a_ptx_kernel_compiles_from_its_own_ptx_with_bounds(tmp_path):
         compile_instance(inst, ReplayConfig(specialize_dims=True), "sm_90", tmp_path / "cache")
     with pytest.raises(RecordDBError, match="carries no IR"):
         compile_instance(inst, ReplayConfig(baseline="ir"), "sm_90", tmp_path / "cache")
+
+
+def test_a_multi_dimensional_launch_searches_block_shapes_covering_its_threads(tmp_path):
+    from types import SimpleNamespace
+
+    from mneme_cc.tune.space import parse_shape
+
+    a = np.arange(1024, dtype=np.float32)
+    make_database(tmp_path / "db", a, a, a + a, image=cubin_image(), grid=(4, 8, 2),
+                  block=(8, 8, 4))
+    space = auto_space(RecordDB(tmp_path / "db").instances[0], H100)
+    threads = (32, 64, 8)
+    assert space.dimensions() == []
+    space.calibrate(lambda c: SimpleNamespace(verified=False))
+    assert space.dimensions() == []
+    tried = []
+    space.calibrate(lambda c: tried.append(c) or SimpleNamespace(verified=True))
+    # One replay, as many threads per block in another shape, every side changed.
+    (probe,) = tried
+    assert probe.block[0] * probe.block[1] * probe.block[2] == 256
+    assert all(p != r for p, r in zip(probe.block, (8, 8, 4), strict=True))
+    assert tuple(g * b for g, b in zip(probe.grid, probe.block, strict=True)) == threads
+    (dim,) = space.dimensions()
+    assert dim.name == "block_shape" and "8x8x4" in dim.choices and "32x4x2" in dim.choices
+    for name in dim.choices:  # whole warps, within CUDA's limits, covering the threads
+        x, y, z = parse_shape(name)
+        assert (x * y * z) % 32 == 0 and x * y * z <= 1024 and z <= 64
+        assert all(t % s == 0 for t, s in zip(threads, (x, y, z), strict=True))
+    first = space.initial_params()
+    assert first == {"block_shape": "8x8x4"}
+    assert (space.derive(first).block, space.derive(first).grid) == ((8, 8, 4), (4, 8, 2))
+    config = space.derive({"block_shape": "32x4x2"})
+    assert (config.block, config.grid) == ((32, 4, 2), (1, 16, 4))
