@@ -175,3 +175,39 @@ def test_the_cluster_recipe_runs_one_study_over_two_array_tasks(example_binaries
         assert task.returncode == 0, err
         assert json.loads(out)["trials"] > 0
     assert_one_study(storage, "shared", 40, 2, [db / "tune" / "shared" / "trials.jsonl"])
+
+
+def test_a_3d_stencils_block_shapes_are_searched_and_one_serves_the_application(
+        example_binaries, tmp_path):
+    """stencil3d indexes one point per thread in x, y and z: auto's one
+    replay under another block shape verifies, so the study searches the
+    shapes covering the recorded threads, and one of them, served inside the
+    application, gives the application's own output."""
+    env = tool_env(MNEME_CACHE_DIR=str(tmp_path / "cache"))
+    app, args = example_binaries / "stencil3d", ["32"]
+    db = record(app, tmp_path / "db", *args, kernels="^_Z9stencil3dIfLi1E")
+    (inst,) = RecordDB(db).instances
+    recorded = "x".join(map(str, inst.block))
+    run(["mneme", "tune", "-rdb", str(db), "--timeout", "15", "--study", "shape"], env=env)
+    study = db / "tune" / "shape"
+    trials = [json.loads(line) for line in (study / "trials.jsonl").read_text().splitlines()]
+    reshaped = [t for t in trials if t["outcome"] == oc.VERIFIED
+                and t["params"].get("block_shape", recorded) != recorded]
+    assert reshaped, "no other block shape verified"
+    # Served at the recorded launch shape with the tuned geometry.
+    best = min(reshaped, key=lambda t: t["median_ms"])
+    config = ReplayConfig.from_json(json.dumps(best["config"]))
+    assert config.block != inst.block
+    assert all(g * b == rg * rb for g, b, rg, rb in
+               zip(config.grid, config.block, inst.grid, inst.block, strict=True))
+    record_ = json.loads((study / "best.json").read_text())
+    (study / "best.json").write_text(json.dumps(
+        {**record_, "config": best["config"], "beats_application": True}))
+    run(["mneme", "export", "-rdb", str(db), "--bundle", str(tmp_path / "bundle")], env=env)
+    report = tmp_path / "report.json"
+    out = run(["mneme", "run", "--tuned", str(tmp_path / "bundle"), "--report", str(report),
+               "--", str(app), *args])
+    assert out.stdout == run([str(app), *args]).stdout
+    (kernel,) = [k for k in json.loads(report.read_text())["kernels"]
+                 if k["kernel"].startswith("_Z9stencil3dIfLi1E")]
+    assert kernel["served"] == kernel["launches"] > 0
