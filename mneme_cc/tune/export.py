@@ -42,6 +42,10 @@ def proteus_entry(config: ReplayConfig, block: tuple[int, int, int]) -> dict[str
         unexpressed.append("pipeline (a pass list of llvmlite's pass names)")
     if config.baseline is not None:
         unexpressed.append(f"baseline {config.baseline!r} (nothing was tuned)")
+    if config.block is not None and tuple(config.block) != tuple(block):
+        # The application launches its own block, which the tuned bounds may not admit.
+        unexpressed.append("the block " + "x".join(map(str, config.block)) +
+                           " (the application launches " + "x".join(map(str, block)) + ")")
     if unexpressed:
         raise UsageError("Proteus cannot express " + ", ".join(unexpressed) + "; tune with a "
                          "space that leaves them at their defaults, or deploy mneme-cc's file")

@@ -443,6 +443,9 @@ def test_proteus_entry_has_every_field_with_its_type():
         proteus_entry(ReplayConfig(max_registers=64), (256, 1, 1))
     with pytest.raises(UsageError, match="pass list"):
         proteus_entry(ReplayConfig(pipeline="sroa,gvn"), (256, 1, 1))
+    with pytest.raises(UsageError, match=r"the block 32x4x2 \(the application launches 8x8x4\)"):
+        proteus_entry(ReplayConfig(block=(32, 4, 2), grid=(1, 16, 4)), (8, 8, 4))
+    assert proteus_entry(ReplayConfig(block=(8, 8, 4)), (8, 8, 4))["TunedMaxThreads"] == 256
 
 
 def test_export_merges_and_keys_geometry_by_launch_shape(instance, tmp_path):
