@@ -28,6 +28,7 @@ from pathlib import Path
 
 from mneme_cc.deploy.bundle import Bundle, BundleEntry, Dim3
 from mneme_cc.errors import UsageError
+from mneme_cc.replay.config import MAX_GRID
 
 TABLE = "serving-table.tsv"
 
@@ -148,10 +149,10 @@ def serve_shape(entry: BundleEntry, grid: Dim3, block: Dim3, shared_mem_bytes: i
     out_grid, out_block, out_smem = tuple(grid), tuple(block), shared_mem_bytes
     if tuple(serve["block"]) != rec_block:
         dims = []
-        for g, b, rg, rb, sg, sb in zip(grid, block, rec_grid, rec_block, serve["grid"],
-                                        serve["block"], strict=True):
+        for g, b, rg, rb, sg, sb, most in zip(grid, block, rec_grid, rec_block, serve["grid"],
+                                              serve["block"], MAX_GRID, strict=True):
             threads = g * b
-            if sg * sb != rg * rb or threads % sb or threads // sb > 0x7FFFFFFF:
+            if sg * sb != rg * rb or threads % sb or threads // sb > most:
                 return None, "the tuned geometry does not carry over to this launch shape"
             dims.append(threads // sb)
         out_grid, out_block = tuple(dims), tuple(serve["block"])

@@ -19,6 +19,9 @@ from mneme_cc.errors import UsageError
 from mneme_cc.replay.compiling.pipeline import Pipeline, clang_tuning
 
 Dim3 = tuple[int, int, int]
+#: CUDA's limits on a block's and a grid's sides.
+MAX_BLOCK: Dim3 = (1024, 1024, 64)
+MAX_GRID: Dim3 = (2**31 - 1, 65535, 65535)
 BASELINES = ("original", "ir")
 #: LLVM's pipeline tuning options a `default<On>` pipeline takes, with their types.
 TUNING_OPTIONS = {"loop_unrolling": bool, "loop_vectorization": bool,

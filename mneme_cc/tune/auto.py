@@ -54,19 +54,19 @@ class Auto(SearchSpace):
     def calibrate(self, evaluate: Callable[[ReplayConfig], Any]) -> None:
         """Searches the block shape only if another geometry verifies."""
         inst = self.instance
-        if self.geometry._is_1d():
-            threads = inst.block[0]
-            if threads % (2 * self.props.warp_size):
-                return
-            half = threads // 2
-            shape = {"block": (half, 1, 1), "grid": (-(-inst.grid[0] * threads // half), 1, 1)}
-        elif (other := self.geometry.probe()) is not None:
-            shape = self.geometry.covering(other)
-        else:
-            return
         # The build's own settings with only the geometry changed, so that a
         # failure means the geometry, not the numerics.
-        probe = dataclasses.replace(self.derive(self.initial_params()), **shape)
+        settings = self.derive(self.initial_params())
+        if not self.geometry._is_1d():
+            self.geometry.find_free_sides(evaluate, settings)
+            self.launch_agnostic = self.geometry.free_sides > 0
+            return
+        threads = inst.block[0]
+        if threads % (2 * self.props.warp_size):
+            return
+        half = threads // 2
+        probe = dataclasses.replace(settings, block=(half, 1, 1),
+                                    grid=(-(-inst.grid[0] * threads // half), 1, 1))
         self.launch_agnostic = bool(evaluate(probe).verified)
 
     def geometry_dimensions(self) -> list[Dimension]:

@@ -19,6 +19,7 @@ stay within real limits:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import json
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mneme_cc.errors import UsageError
-from mneme_cc.replay.config import PLAIN_SCALARS, ReplayConfig
+from mneme_cc.replay.config import MAX_BLOCK, MAX_GRID, PLAIN_SCALARS, ReplayConfig
 from mneme_cc.tune.properties import DeviceProperties
 
 
@@ -215,6 +216,10 @@ class Combined(SearchSpace):
     def constraints(self, params):
         return next(filter(None, (part.constraints(params) for part in self.parts)), None)
 
+    def calibrate(self, evaluate):
+        for part in self.parts:
+            part.calibrate(evaluate)
+
 
 # --- the built-in spaces ---------------------------------------------------
 
@@ -299,9 +304,12 @@ class Geometry(SearchSpace):
     """
 
     grid_stride = False
-    # CUDA's limits on a block's and a grid's sides.
-    MAX_BLOCK = (1024, 1024, 64)
-    MAX_GRID = (2**31 - 1, 65535, 65535)
+
+    def __init__(self, instance, props: DeviceProperties):
+        super().__init__(instance, props)
+        # A 2-D or 3-D launch: the leading sides calibrate() found free to
+        # change (3: every side, 1: x alone, 0: none, nothing searched).
+        self.free_sides = 0
 
     def _is_1d(self) -> bool:
         return self.instance.block[1:] == (1, 1) and self.instance.grid[1:] == (1, 1)
@@ -310,39 +318,64 @@ class Geometry(SearchSpace):
         """The recorded threads in each dimension."""
         return tuple(g * b for g, b in zip(self.instance.grid, self.instance.block, strict=True))
 
-    def shapes(self) -> tuple[str, ...]:
-        """The 2-D and 3-D block shapes covering the recorded threads exactly,
-        the recorded one among them, as `block_shape` values."""
+    def shapes(self, free: int = 3) -> tuple[str, ...]:
+        """The block shapes covering the recorded threads exactly whose first
+        `free` sides may differ from the recorded block's, as `block_shape`
+        values: the recorded one first, then the widest."""
         threads, recorded = self._threads(), tuple(self.instance.block)
         sides = [sorted(s for s in {1 << k for k in range(11)} | {recorded[d]}
-                        if s <= self.MAX_BLOCK[d] and threads[d] % s == 0
-                        and threads[d] // s <= self.MAX_GRID[d])
+                        if s <= MAX_BLOCK[d] and threads[d] % s == 0 and threads[d] // s <= MAX_GRID[d]
+                        and (d < free or s == recorded[d]))
                  for d in range(3)]
         fits = [shape for shape in itertools.product(*sides)
                 if shape == recorded or (math.prod(shape) % self.props.warp_size == 0
                                          and math.prod(shape) <= self.props.max_threads_per_block)]
+        fits.sort(key=lambda shape: (shape != recorded, [-side for side in shape]))
         return tuple(shape_name(shape) for shape in fits)
 
-    def probe(self) -> tuple[int, int, int] | None:
-        """Another shape of as many threads, differing from the recorded one
-        in as many sides as can be (then the widest): the one replay that
-        tells whether a multi-dimensional kernel is launch-agnostic."""
+    def probe(self, free: int = 3) -> tuple[int, int, int] | None:
+        """Another shape whose first `free` sides may differ: with every side
+        free, one of as many threads differing in as many sides as can be
+        (then the widest); with x alone, the x side nearest half the
+        recorded one. None: there is none."""
         recorded = tuple(self.instance.block)
-        others = [s for s in map(parse_shape, self.shapes())
-                  if s != recorded and math.prod(s) == math.prod(recorded)]
-        if not others:
-            return None
+        others = [s for s in map(parse_shape, self.shapes(free)) if s != recorded]
+        if free == 1:
+            return min(others, key=lambda s: (abs(math.log2(2 * s[0] / recorded[0])), s[0]),
+                       default=None)
+        others = [s for s in others if math.prod(s) == math.prod(recorded)]
         return max(others, key=lambda s: (sum(a != b for a, b in zip(s, recorded, strict=True)),
-                                          s[0]))
+                                          s[0]), default=None)
+
+    def find_free_sides(self, evaluate: Callable[[ReplayConfig], Any],
+                        settings: ReplayConfig) -> None:
+        """A 2-D or 3-D launch: replays `settings` under another shape, every
+        side changed where it can be, else x alone; the first that verifies
+        says which sides are searched (free_sides)."""
+        self.free_sides = 0
+        for free in (3, 1):
+            shape = self.probe(free)
+            if shape is not None and evaluate(
+                    dataclasses.replace(settings, **self.covering(shape))).verified:
+                self.free_sides = free
+                return
+
+    def calibrate(self, evaluate: Callable[[ReplayConfig], Any]) -> None:
+        if not self._is_1d() and not self.grid_stride:
+            self.find_free_sides(evaluate, self.derive(self.initial_params() or {}))
 
     def covering(self, block: tuple[int, int, int]) -> dict[str, Any]:
         """The fields that launch `block` over the recorded threads."""
-        grid = tuple(t // b for t, b in zip(self._threads(), block, strict=True))
-        return {"block": tuple(block), "grid": grid}
+        threads = self._threads()
+        if any(t % b for t, b in zip(threads, block, strict=True)):
+            raise UsageError(f"block shape {shape_name(block)} does not divide the recorded "
+                             f"threads {shape_name(threads)} in each dimension")
+        return {"block": tuple(block),
+                "grid": tuple(t // b for t, b in zip(threads, block, strict=True))}
 
     def dimensions(self):
         if not self._is_1d():
-            shapes = () if self.grid_stride else self.shapes()
+            shapes = self.shapes(self.free_sides) if self.free_sides else ()
             return [Categorical("block_shape", shapes)] if len(shapes) > 1 else []
         warp = self.props.warp_size
         dims: list[Dimension] = [Int("block", warp, self.props.max_threads_per_block, step=warp)]

@@ -170,11 +170,13 @@ ServeDecision ServeTable::decide(const std::vector<const ServeEntry *> &Candidat
     unsigned LB[3] = {Launch.Block.x, Launch.Block.y, Launch.Block.z};
     unsigned RG[3] = {R.Grid.x, R.Grid.y, R.Grid.z}, RB[3] = {R.Block.x, R.Block.y, R.Block.z};
     unsigned SG[3] = {S.Grid.x, S.Grid.y, S.Grid.z}, SB[3] = {S.Block.x, S.Block.y, S.Block.z};
+    // CUDA's limits on a grid's sides.
+    const uint64_t MostBlocks[3] = {0x7fffffff, 65535, 65535};
     unsigned G[3];
     for (int I = 0; I < 3; ++I) {
       uint64_t Threads = uint64_t(LG[I]) * LB[I];
       if (uint64_t(SG[I]) * SB[I] != uint64_t(RG[I]) * RB[I] || Threads % SB[I] ||
-          Threads / SB[I] > 0x7fffffff) {
+          Threads / SB[I] > MostBlocks[I]) {
         D.Reason = "the tuned geometry does not carry over to this launch shape";
         return D;
       }

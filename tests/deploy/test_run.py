@@ -129,6 +129,13 @@ def test_serving_shapes_exact_and_nearest(tmp_path):
     assert serve_shape(smem, (40, 1, 1), block, 0, exact=False)[0] == \
         ((40, 1, 1), block, 1024)
     assert serve_shape(smem, (40, 1, 1), block, 64, exact=False)[0] is None
+    # Spread over a flat block, y threads would need more y blocks than CUDA allows.
+    flat = replace(entry, launch={"grid": [4, 8, 2], "block": [16, 8, 4], "shared_mem_bytes": 0},
+                   serve={"grid": [2, 64, 8], "block": [32, 1, 1], "shared_mem_bytes": 0})
+    assert serve_shape(flat, (4, 8000, 2), (16, 8, 4), 0, exact=False)[0] == \
+        ((2, 64000, 8), (32, 1, 1), 0)
+    shape, why = serve_shape(flat, (4, 9000, 2), (16, 8, 4), 0, exact=False)
+    assert shape is None and "does not carry over" in why
     dims = replace(entry, config={**entry.config, "specialize_dims": True})
     assert "specialised on its own launch shape" in serve_shape(
         dims, (40, 1, 1), block, 0, exact=False)[1]
@@ -325,6 +332,10 @@ def test_the_runtime_matches_launches_as_the_python_rules_do(tmp_path, decide, n
                                              "shared_mem_bytes": 2048}),
         entry([1000, 1, 1], [64, 1, 1], 0, specialize_dims=True),
         entry([4, 4, 1], [16, 16, 1], 0),
+        # A 3-D launch tuned to a flat block: a nearby launch spreads its y
+        # threads over y blocks, which CUDA allows up to 65535.
+        entry([4, 8, 2], [16, 8, 4], 0, {"grid": [2, 64, 8], "block": [32, 1, 1],
+                                         "shared_mem_bytes": 0}),
     ]
     manifest.write_text(json.dumps(raw))
     bundle = load_bundle(path)
@@ -333,7 +344,8 @@ def test_the_runtime_matches_launches_as_the_python_rules_do(tmp_path, decide, n
         ((1000, 1, 1), (64, 1, 1), 0), ((40, 1, 1), (256, 1, 1), 0), ((63, 1, 1), (256, 1, 1), 0),
         ((3, 1, 1), (256, 1, 1), 0), ((9, 1, 1), (128, 1, 1), 1024), ((9, 1, 1), (128, 1, 1), 0),
         ((900, 1, 1), (64, 1, 1), 0), ((8, 8, 1), (16, 16, 1), 0), ((5, 1, 1), (1024, 1, 1), 0),
-        ((2, 1, 1), (32, 1, 1), 0))] + [("_Z5otherv", (1, 1, 1), (32, 1, 1), 0)]
+        ((2, 1, 1), (32, 1, 1), 0), ((4, 8, 2), (16, 8, 4), 0), ((4, 8000, 2), (16, 8, 4), 0),
+        ((4, 9000, 2), (16, 8, 4), 0))] + [("_Z5otherv", (1, 1, 1), (32, 1, 1), 0)]
     table = write_table(bundle, nearest=nearest)
     try:
         text = "".join(f"{k} {_dims(g)} {_dims(b)} {s}\n" for k, g, b, s in launches)

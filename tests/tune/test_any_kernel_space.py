@@ -83,8 +83,11 @@ def test_a_multi_dimensional_launch_searches_block_shapes_covering_its_threads(t
     space = auto_space(RecordDB(tmp_path / "db").instances[0], H100)
     threads = (32, 64, 8)
     assert space.dimensions() == []
-    space.calibrate(lambda c: SimpleNamespace(verified=False))
+    tried = []
+    space.calibrate(lambda c: tried.append(c) or SimpleNamespace(verified=False))
     assert space.dimensions() == []
+    # Every side changed first, then x alone (the nearest half of it).
+    assert [c.block for c in tried][1] == (4, 8, 4)
     tried = []
     space.calibrate(lambda c: tried.append(c) or SimpleNamespace(verified=True))
     # One replay, as many threads per block in another shape, every side changed.
@@ -93,7 +96,8 @@ def test_a_multi_dimensional_launch_searches_block_shapes_covering_its_threads(t
     assert all(p != r for p, r in zip(probe.block, (8, 8, 4), strict=True))
     assert tuple(g * b for g, b in zip(probe.grid, probe.block, strict=True)) == threads
     (dim,) = space.dimensions()
-    assert dim.name == "block_shape" and "8x8x4" in dim.choices and "32x4x2" in dim.choices
+    assert dim.name == "block_shape" and "32x4x2" in dim.choices
+    assert dim.choices[:2] == ("8x8x4", "32x32x1")  # the recorded shape, then the widest
     for name in dim.choices:  # whole warps, within CUDA's limits, covering the threads
         x, y, z = parse_shape(name)
         assert (x * y * z) % 32 == 0 and x * y * z <= 1024 and z <= 64
@@ -103,3 +107,41 @@ def test_a_multi_dimensional_launch_searches_block_shapes_covering_its_threads(t
     assert (space.derive(first).block, space.derive(first).grid) == ((8, 8, 4), (4, 8, 2))
     config = space.derive({"block_shape": "32x4x2"})
     assert (config.block, config.grid) == ((32, 4, 2), (1, 16, 4))
+
+
+def multi_dimensional(tmp_path, image=None):
+    a = np.arange(1024, dtype=np.float32)
+    make_database(tmp_path / "db", a, a, a + a, image=cubin_image() if image is None else image,
+                  grid=(4, 8, 2), block=(8, 8, 4))
+    return RecordDB(tmp_path / "db").instances[0]
+
+
+def test_a_kernel_free_in_x_alone_searches_the_x_side_only(tmp_path):
+    from types import SimpleNamespace
+
+    from mneme_cc.tune.space import parse_shape
+
+    space = auto_space(multi_dimensional(tmp_path), H100)
+    # As a kernel indexing rows by blockIdx.y would: y and z must stay.
+    space.calibrate(lambda c: SimpleNamespace(verified=c.block[1:] == (8, 4)))
+    (dim,) = space.dimensions()
+    shapes = [parse_shape(name) for name in dim.choices]
+    assert shapes[0] == (8, 8, 4) and {s[1:] for s in shapes} == {(8, 4)}
+    assert sorted(s[0] for s in shapes) == [1, 2, 4, 8, 16, 32]
+
+
+def test_the_geometry_preset_searches_a_multi_dimensional_shape_once_a_probe_verifies(
+        tmp_path):
+    from types import SimpleNamespace
+
+    space = load_space("geometry", multi_dimensional(tmp_path), H100)
+    assert space.dimensions() == []
+    space.calibrate(lambda c: SimpleNamespace(verified=False))
+    assert space.dimensions() == []
+    tried = []
+    space.calibrate(lambda c: tried.append(c) or SimpleNamespace(verified=True))
+    assert len(tried) == 1 and tried[0].baseline == "original"  # run from the image
+    assert [d.name for d in space.dimensions()] == ["block_shape"]
+    with pytest.raises(UsageError, match="block shape 3x8x4 does not divide the recorded "
+                                         "threads 32x64x8"):
+        space.derive({"block_shape": "3x8x4"})
