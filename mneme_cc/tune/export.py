@@ -32,8 +32,10 @@ PROTEUS_CARRIES = ("pipeline", "codegen_opt_level", "specialize_args", "speciali
                    "launch_bounds", "max_threads", "min_blocks_per_sm")
 
 
-def proteus_entry(config: ReplayConfig, block: tuple[int, int, int]) -> dict[str, Any]:
-    """The Proteus fields for a verified config; an error if one cannot be said there."""
+def proteus_entry(config: ReplayConfig, block: tuple[int, int, int],
+                  grid: tuple[int, int, int] | None = None) -> dict[str, Any]:
+    """The Proteus fields for a verified config; an error if one cannot be said there.
+    `block`, `grid`: the application's launch, which Proteus keeps."""
     defaults = ReplayConfig()
     unexpressed = [name for name in ReplayConfig.COMPILE_FIELDS if name not in PROTEUS_CARRIES
                    and getattr(config, name) != getattr(defaults, name)]
@@ -42,10 +44,11 @@ def proteus_entry(config: ReplayConfig, block: tuple[int, int, int]) -> dict[str
         unexpressed.append("pipeline (a pass list of llvmlite's pass names)")
     if config.baseline is not None:
         unexpressed.append(f"baseline {config.baseline!r} (nothing was tuned)")
-    if config.block is not None and tuple(config.block) != tuple(block):
-        # The application launches its own block, which the tuned bounds may not admit.
-        unexpressed.append("the block " + "x".join(map(str, config.block)) +
-                           " (the application launches " + "x".join(map(str, block)) + ")")
+    # The application launches its own geometry, which the tuned bounds may not admit.
+    for name, tuned, own in (("block", config.block, block), ("grid", config.grid, grid)):
+        if tuned is not None and own is not None and tuple(tuned) != tuple(own):
+            unexpressed.append(f"the {name} " + "x".join(map(str, tuned)) +
+                               " (the application launches " + "x".join(map(str, own)) + ")")
     if unexpressed:
         raise UsageError("Proteus cannot express " + ", ".join(unexpressed) + "; tune with a "
                          "space that leaves them at their defaults, or deploy mneme-cc's file")
@@ -169,7 +172,8 @@ def _merge_proteus(proteus: Path, chosen) -> dict[str, Any]:
     written: dict[str, Any] = {}
     for kernel, (path, record, config) in per_kernel.items():
         try:
-            table[kernel] = proteus_entry(config, tuple(record["launch"]["block"]))
+            launch = record["launch"]
+            table[kernel] = proteus_entry(config, tuple(launch["block"]), tuple(launch["grid"]))
         except UsageError as exc:
             raise UsageError(f"{record.get('demangled') or kernel}: {exc}") from None
         written.setdefault(kernel, {})["proteus"] = table[kernel]

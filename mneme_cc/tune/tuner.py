@@ -236,8 +236,6 @@ class Tuner:
             if s.warm_start:
                 self.learned.told_earlier(warm_start.lessons(self.instance.db.path, self.name,
                                                              self.instance))
-        trials = queue_combinations(self.study, self.space, s.trials) \
-            if s.sampler == "exhaustive" else s.trials
         with self.executor(self.instance, devices=s.devices, compile_workers=s.compile_workers,
                             cache_dir=s.cache_dir, trial_timeout=s.trial_timeout,
                             compile_timeout=s.compile_timeout) as ex:
@@ -249,6 +247,9 @@ class Tuner:
                 self.baseline = self._within_deadline(ex, self.space.baseline())
             self.need = self._need(ex)
             self.space.calibrate(lambda config: self._within_deadline(ex, config))
+            # After calibrate(), which may add dimensions (auto's geometry).
+            trials = queue_combinations(self.study, self.space, s.trials) \
+                if s.sampler == "exhaustive" else s.trials
             if s.sampler != "exhaustive" and not self.study.trials:
                 self._enqueue_first()
             self.time_spent["baselines"] = time.perf_counter() - begun \

@@ -372,6 +372,18 @@ def test_exhaustive_search_runs_every_combination_once(instance, tmp_path):
     assert summary["outcomes"] == {oc.VERIFIED: 12, oc.FAILED_VERIFICATION: 4}
 
 
+def test_an_exhaustive_auto_study_queues_the_geometry_calibrate_found(instance, tmp_path):
+    # The fake GPU verifies auto's probe at half the block: the block is searched.
+    from collections import Counter
+
+    sizes = 6  # the warp multiples dividing the recorded 1,024 threads
+    tuner, _ = tune(instance, tmp_path, space="auto", sampler="exhaustive", trials=2 * sizes)
+    assert tuner.space.launch_agnostic and len(tuner.space.block_sizes()) == sizes
+    # Enumerated with the rest (it varies fastest), not drawn at random.
+    counts = Counter(t.params["block"] for t in tuner.study.trials)
+    assert set(counts) == set(tuner.space.block_sizes()) and set(counts.values()) == {2}
+
+
 def test_a_study_resumes_and_refuses_to_restart_silently(instance, tmp_path):
     tune(instance, tmp_path, space="quick", trials=5)
     with pytest.raises(UsageError, match="already exists.*--resume"):
@@ -446,6 +458,8 @@ def test_proteus_entry_has_every_field_with_its_type():
     with pytest.raises(UsageError, match=r"the block 32x4x2 \(the application launches 8x8x4\)"):
         proteus_entry(ReplayConfig(block=(32, 4, 2), grid=(1, 16, 4)), (8, 8, 4))
     assert proteus_entry(ReplayConfig(block=(8, 8, 4)), (8, 8, 4))["TunedMaxThreads"] == 256
+    with pytest.raises(UsageError, match=r"the grid 264x1x1 \(the application launches 4x1x1\)"):
+        proteus_entry(ReplayConfig(block=(256, 1, 1), grid=(264, 1, 1)), (256, 1, 1), (4, 1, 1))
 
 
 def test_export_merges_and_keys_geometry_by_launch_shape(instance, tmp_path):
