@@ -23,6 +23,7 @@ from mneme_cc.errors import UsageError
 from mneme_cc.fileio import locked, read_json_object, write_text_atomic
 from mneme_cc.replay.compiling.pipeline import Pipeline
 from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.tune.space import shape_name
 
 MNEME_FORMAT = {"format": "mneme-tuned-kernels", "version": 1}
 #: The compile fields a PROTEUS_TUNED_KERNELS entry carries; any other one
@@ -47,8 +48,8 @@ def proteus_entry(config: ReplayConfig, block: tuple[int, int, int],
     # The application launches its own geometry, which the tuned bounds may not admit.
     for name, tuned, own in (("block", config.block, block), ("grid", config.grid, grid)):
         if tuned is not None and own is not None and tuple(tuned) != tuple(own):
-            unexpressed.append(f"the {name} " + "x".join(map(str, tuned)) +
-                               " (the application launches " + "x".join(map(str, own)) + ")")
+            unexpressed.append(f"the {name} {shape_name(tuned)} (the application launches "
+                               f"{shape_name(own)})")
     if unexpressed:
         raise UsageError("Proteus cannot express " + ", ".join(unexpressed) + "; tune with a "
                          "space that leaves them at their defaults, or deploy mneme-cc's file")

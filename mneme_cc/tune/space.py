@@ -310,6 +310,7 @@ class Geometry(SearchSpace):
         # A 2-D or 3-D launch: the leading sides calibrate() found free to
         # change (3: every side, 1: x alone, 0: none, nothing searched).
         self.free_sides = 0
+        self._shapes: dict[int, tuple[str, ...]] = {}  # shapes(free), asked for every trial
 
     def _is_1d(self) -> bool:
         return self.instance.block[1:] == (1, 1) and self.instance.grid[1:] == (1, 1)
@@ -322,6 +323,8 @@ class Geometry(SearchSpace):
         """The block shapes covering the recorded threads exactly whose first
         `free` sides may differ from the recorded block's, as `block_shape`
         values: the recorded one first, then the widest."""
+        if free in self._shapes:
+            return self._shapes[free]
         threads, recorded = self._threads(), tuple(self.instance.block)
         sides = [sorted(s for s in {1 << k for k in range(11)} | {recorded[d]}
                         if s <= MAX_BLOCK[d] and threads[d] % s == 0 and threads[d] // s <= MAX_GRID[d]
@@ -331,7 +334,8 @@ class Geometry(SearchSpace):
                 if shape == recorded or (math.prod(shape) % self.props.warp_size == 0
                                          and math.prod(shape) <= self.props.max_threads_per_block)]
         fits.sort(key=lambda shape: (shape != recorded, [-side for side in shape]))
-        return tuple(shape_name(shape) for shape in fits)
+        self._shapes[free] = tuple(shape_name(shape) for shape in fits)
+        return self._shapes[free]
 
     def probe(self, free: int = 3) -> tuple[int, int, int] | None:
         """Another shape whose first `free` sides may differ: with every side
