@@ -32,6 +32,7 @@ def export(
     from mneme_cc.cli._progress import progress
     from mneme_cc.errors import UsageError
     from mneme_cc.tune.export import export as export_files
+    from mneme_cc.tune.export import refusals
     from mneme_cc.tune.study_dir import best_files
 
     if proteus is None and mneme is None and bundle is None:
@@ -48,3 +49,9 @@ def export(
         if "skipped" in entry:
             print(f"mneme export: {entry['skipped']}", file=sys.stderr)
     print(json.dumps(written, indent=2))
+    refused = refusals(written)
+    for why in refused:
+        print(f"mneme export: not in {proteus}: {why}", file=sys.stderr)
+    if refused:
+        raise UsageError(f"{len(refused)} kernel(s) left out of {proteus} (above); "
+                         "the other outputs are written")

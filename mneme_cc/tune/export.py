@@ -88,8 +88,10 @@ def export(best_files: list[Path], proteus: Path | None, mneme: Path | None,
            bundle: Path | None = None, database: Path | None = None,
            progress=None) -> dict[str, Any]:
     """Merges each best.json into the two files and writes the bundle; returns
-    what was written per kernel. `progress(total)`, when given, is a context
-    manager yielding a step() called after each bundled winner."""
+    what was written per kernel. A kernel Proteus cannot express is left out
+    of the Proteus file only (`refusals(written)` says why). `progress(total)`,
+    when given, is a context manager yielding a step() called after each
+    bundled winner."""
     chosen, written = choose(best_files)
     if not chosen:
         return written
@@ -176,7 +178,11 @@ def _merge_proteus(proteus: Path, chosen) -> dict[str, Any]:
             launch = record["launch"]
             table[kernel] = proteus_entry(config, tuple(launch["block"]), tuple(launch["grid"]))
         except UsageError as exc:
-            raise UsageError(f"{record.get('demangled') or kernel}: {exc}") from None
+            # Refused for this file only: the other kernels' entries, mneme-cc's
+            # file and the bundle are still written.
+            written.setdefault(kernel, {})["proteus_refused"] = \
+                f"{record.get('demangled') or kernel}: {exc}"
+            continue
         written.setdefault(kernel, {})["proteus"] = table[kernel]
         if config.specialize_args:
             hint = annotation_hint(kernel, config.specialize_args, path)
@@ -184,8 +190,14 @@ def _merge_proteus(proteus: Path, chosen) -> dict[str, Any]:
             print(f"mneme export: {record.get('demangled') or kernel}: Proteus specialises "
                   f"only annotated arguments: add {hint['annotation']} to the kernel "
                   f"({hint['where']})", file=sys.stderr)
-    write_text_atomic(proteus, json.dumps(table, indent=2, sort_keys=True) + "\n")
+    if any("proteus" in entry for entry in written.values()):
+        write_text_atomic(proteus, json.dumps(table, indent=2, sort_keys=True) + "\n")
     return written
+
+
+def refusals(written: dict[str, Any]) -> list[str]:
+    """Why each kernel refused for the Proteus file was left out of it."""
+    return [entry["proteus_refused"] for entry in written.values() if "proteus_refused" in entry]
 
 
 def annotation_hint(kernel: str, args, best_path: Path) -> dict[str, Any]:

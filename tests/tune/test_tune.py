@@ -484,6 +484,30 @@ def test_export_merges_and_keys_geometry_by_launch_shape(instance, tmp_path):
         export([tmp_path / "study" / "best.json"], None, mneme)
 
 
+def test_a_kernel_proteus_cannot_express_leaves_the_other_outputs_written(instance, tmp_path):
+    tune(instance, tmp_path, space="quick", trials=6)
+    best = json.loads((tmp_path / "study" / "best.json").read_text())
+    plain, reshaped = tmp_path / "plain.json", tmp_path / "reshaped.json"
+    plain.write_text(json.dumps({**best, "kernel": "_Z5plainv"}))
+    reshaped.write_text(json.dumps({**best, "kernel": "_Z8reshapedv",
+                                    "config": {**best["config"], "block": [128, 2, 1]}}))
+    proteus, mneme = tmp_path / "proteus.json", tmp_path / "tuned.json"
+    result = run(["mneme", "export", str(plain), str(reshaped), "--proteus", str(proteus),
+                  "--mneme", str(mneme)], check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert f"not in {proteus}: " in result.stderr and "the block 128x2x1" in result.stderr
+    assert "1 kernel(s) left out" in result.stderr
+    assert sorted(json.loads(proteus.read_text())) == ["_Z5plainv"]
+    assert sorted(json.loads(mneme.read_text())["kernels"]) == ["_Z5plainv", "_Z8reshapedv"]
+    written = json.loads(result.stdout)
+    assert "proteus_refused" in written["_Z8reshapedv"] and "proteus" in written["_Z5plainv"]
+    # Nothing Proteus can express: its file is not created.
+    alone = tmp_path / "alone.json"
+    assert run(["mneme", "export", str(reshaped), "--proteus", str(alone)],
+               check=False).returncode == 2
+    assert not alone.exists()
+
+
 def test_concurrent_exports_into_one_file_keep_every_entry(instance, tmp_path):
     """Eight writers at once, six times over: every kernel's entry survives."""
     import subprocess
