@@ -160,12 +160,13 @@ class ReplayExecutor:
         self.workers: list[GpuWorker] = []
         try:
             # Compile processes start (import LLVM, read the instance) while the
-            # GPU workers restore the instance, not during the first trials.
+            # GPU workers restore the instance, not during the first trials, and
+            # each GPU's worker beside the others' (a context and a restore each).
             for _ in range(compile_workers or os.cpu_count() or 1):
                 self.compilers.append(Worker(*args, start_timeout=start_timeout, wait=False))
             for d in devices:
-                self.workers.append(GpuWorker(*args, d, start_timeout=start_timeout))
-            for worker in self.compilers:
+                self.workers.append(GpuWorker(*args, d, start_timeout=start_timeout, wait=False))
+            for worker in [*self.workers, *self.compilers]:
                 worker.ready()
         except BaseException:
             self._close_workers()
