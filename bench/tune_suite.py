@@ -56,12 +56,15 @@ EXTRA: list[str] = []
 
 
 def where_time_went(spent: dict[str, float]) -> str:
-    """A study's seconds by stage: the loop's asks and tells, then what its
-    trials spent compiling (summed over compile processes), queued for a GPU
-    and on the GPU (summed over GPUs)."""
+    """A study's seconds by stage: what came before its first trial (the
+    workers' start, the baselines, calibrating replays), the loop's asks and
+    tells, then what its trials spent compiling (summed over compile
+    processes), queued for a GPU and on the GPU (summed over GPUs)."""
     def total(prefix: str) -> float:
         return sum(v for k, v in spent.items() if k.startswith(prefix))
-    return (f"wall {spent.get('wall', 0):.1f} s: ask {spent.get('ask', 0):.1f}, "
+    first = sum(spent.get(k, 0) for k in ("startup", "baselines", "calibrate"))
+    return (f"wall {spent.get('wall', 0):.1f} s: before the first trial {first:.1f} "
+            f"(start {spent.get('startup', 0):.1f}), ask {spent.get('ask', 0):.1f}, "
             f"tell {spent.get('tell', 0):.1f}, compile {total('compile.'):.1f}, "
             f"queue {spent.get('queue', 0):.1f}, gpu {total('gpu.'):.1f}")
 

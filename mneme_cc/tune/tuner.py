@@ -246,15 +246,16 @@ class Tuner:
                 self.space.run.update(chosen)
                 self.baseline = self._within_deadline(ex, self.space.baseline())
             self.need = self._need(ex)
+            calibrating = time.perf_counter()
+            self.time_spent["baselines"] = calibrating - begun - self.time_spent["startup"]
             self.space.calibrate(lambda config: self._within_deadline(ex, config))
             # After calibrate(), which may add dimensions (auto's geometry).
             trials = queue_combinations(self.study, self.space, s.trials) \
                 if s.sampler == "exhaustive" else s.trials
             if s.sampler != "exhaustive" and not self.study.trials:
                 self._enqueue_first()
-            self.time_spent["baselines"] = time.perf_counter() - begun \
-                - self.time_spent["startup"]
             self.started = time.perf_counter()
+            self.time_spent["calibrate"] = self.started - calibrating
             # The executor notes each trial's fault, and does not run a trial
             # queued before a fault ruled its geometry out.
             ex.faults = self.faulting

@@ -1066,6 +1066,8 @@ def test_the_loop_says_what_its_own_asks_and_tells_cost(instance, tmp_path):
     _, summary = tune(instance, tmp_path, space="quick", trials=12)
     spent = summary["time_spent"]
     assert 0 < spent["ask"] < spent["wall"] and 0 < spent["tell"] < spent["wall"]
+    before = spent["startup"] + spent["baselines"] + spent["calibrate"]
+    assert 0 < spent["baselines"] and 0 <= spent["calibrate"] and before < spent["wall"]
 
 
 
