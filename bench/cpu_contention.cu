@@ -10,7 +10,8 @@
 //
 // LOAD: zstd, copy or spin; CPUS: a comma-separated list of processors for
 // the load's threads (one each), or - for the loop alone.
-#include <cuda_runtime.h>
+#include "contention.cuh"
+
 #include <pthread.h>
 #include <sched.h>
 #include <zstd.h>
@@ -23,28 +24,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#define CHECK(x)                                                                   \
-  do {                                                                             \
-    cudaError_t Err = (x);                                                         \
-    if (Err) {                                                                     \
-      std::printf("%s: %s\n", #x, cudaGetErrorString(Err));                       \
-      std::exit(1);                                                                \
-    }                                                                              \
-  } while (0)
-
-__global__ void reduce(const double *X, double *Out, size_t N) {
-  double S = 0;
-  for (size_t I = blockIdx.x * blockDim.x + threadIdx.x; I < N; I += gridDim.x * blockDim.x)
-    S += X[I];
-  if (threadIdx.x == 0)
-    atomicAdd(Out, S);
-}
-
-static double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 static void pinTo(int Cpu) {
   cpu_set_t Set;

@@ -13,7 +13,7 @@
 // kernel of BLOCKS blocks stores into the mapped pinned halves instead of the
 // copy engine); page (one copy of PIECE_KIB straight into pageable memory,
 // staged by the driver). A trailing b (ceb, smb) waits on blocking-sync events.
-#include <cuda_runtime.h>
+#include "contention.cuh"
 
 #include <algorithm>
 #include <atomic>
@@ -25,31 +25,9 @@
 #include <thread>
 #include <vector>
 
-#define CHECK(x)                                                                   \
-  do {                                                                             \
-    cudaError_t Err = (x);                                                         \
-    if (Err) {                                                                     \
-      std::printf("%s: %s\n", #x, cudaGetErrorString(Err));                       \
-      std::exit(1);                                                                \
-    }                                                                              \
-  } while (0)
-
-__global__ void reduce(const double *X, double *Out, size_t N) {
-  double S = 0;
-  for (size_t I = blockIdx.x * blockDim.x + threadIdx.x; I < N; I += gridDim.x * blockDim.x)
-    S += X[I];
-  if (threadIdx.x == 0)
-    atomicAdd(Out, S);
-}
-
 __global__ void push(const int4 *Src, int4 *Dst, size_t N) {
   for (size_t I = blockIdx.x * blockDim.x + threadIdx.x; I < N; I += gridDim.x * blockDim.x)
     Dst[I] = Src[I];
-}
-
-static double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 int main(int argc, char **argv) {
