@@ -25,11 +25,15 @@
 #include <thread>
 #include <vector>
 
+// A thread left unpinned would measure contention nobody asked for.
 static void pinTo(int Cpu) {
   cpu_set_t Set;
   CPU_ZERO(&Set);
   CPU_SET(Cpu, &Set);
-  pthread_setaffinity_np(pthread_self(), sizeof Set, &Set);
+  if (Cpu < 0 || Cpu >= CPU_SETSIZE || pthread_setaffinity_np(pthread_self(), sizeof Set, &Set)) {
+    std::printf("cannot run on processor %d\n", Cpu);
+    std::exit(2);
+  }
 }
 
 int main(int argc, char **argv) {
@@ -39,10 +43,14 @@ int main(int argc, char **argv) {
   }
   const std::string Load = argv[1];
   std::vector<int> Cpus;
-  for (char *P = argv[2]; *P && *P != '-';) {
-    Cpus.push_back(static_cast<int>(std::strtol(P, &P, 10)));
-    if (*P == ',')
-      ++P;
+  for (char *P = argv[2]; *P && std::strcmp(argv[2], "-") != 0;) {
+    char *End;
+    Cpus.push_back(static_cast<int>(std::strtol(P, &End, 10)));
+    if (End == P || (*End && *End != ',')) {
+      std::printf("CPUS: a comma-separated list of processor numbers, or -; not %s\n", argv[2]);
+      return 2;
+    }
+    P = *End ? End + 1 : End;
   }
   const size_t N = argc > 3 ? std::atol(argv[3]) : (1u << 20);
   const int Launches = argc > 4 ? std::atoi(argv[4]) : 4;

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.tune.feasibility import FaultingGeometries
-from mneme_cc.tune.workers import GpuWorker, Worker
+from mneme_cc.tune.workers import GpuWorker, Worker, ready_all
 
 GPU_DEPTH = 2  # trials a GPU worker holds: the one it replays and the next
 
@@ -166,9 +166,10 @@ class ReplayExecutor:
                 self.compilers.append(Worker(*args, start_timeout=start_timeout, wait=False))
             for d in devices:
                 self.workers.append(GpuWorker(*args, d, start_timeout=start_timeout, wait=False))
-            for worker in [*self.workers, *self.compilers]:
-                worker.ready()
+            ready_all([*self.workers, *self.compilers])
         except BaseException:
+            for worker in (*self.workers, *self.compilers):
+                worker.cancel()  # not left to finish a start: killed
             self._close_workers()
             raise
         self.arch = self.workers[0].arch

@@ -179,9 +179,11 @@ def _merge_proteus(proteus: Path, chosen) -> dict[str, Any]:
             table[kernel] = proteus_entry(config, tuple(launch["block"]), tuple(launch["grid"]))
         except UsageError as exc:
             # Refused for this file only: the other kernels' entries, mneme-cc's
-            # file and the bundle are still written.
+            # file and the bundle are still written. An entry an earlier export
+            # wrote (verified then) stays.
+            kept = "; its earlier entry there is kept" if kernel in table else ""
             written.setdefault(kernel, {})["proteus_refused"] = \
-                f"{record.get('demangled') or kernel}: {exc}"
+                f"{record.get('demangled') or kernel}: {exc}{kept}"
             continue
         written.setdefault(kernel, {})["proteus"] = table[kernel]
         if config.specialize_args:
@@ -196,7 +198,7 @@ def _merge_proteus(proteus: Path, chosen) -> dict[str, Any]:
 
 
 def refusals(written: dict[str, Any]) -> list[str]:
-    """Why each kernel refused for the Proteus file was left out of it."""
+    """Why each kernel refused for the Proteus file was not written there."""
     return [entry["proteus_refused"] for entry in written.values() if "proteus_refused" in entry]
 
 

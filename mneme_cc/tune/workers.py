@@ -226,8 +226,9 @@ class Worker:
         child.close()
         self.restarts += 1
 
-    def ready(self) -> None:
-        if not self.conn.poll(self.start_timeout):
+    def ready(self, timeout: float | None = None) -> None:
+        """Waits for the process's hello (start_timeout, or `timeout` seconds)."""
+        if not self.conn.poll(self.start_timeout if timeout is None else timeout):
             self._kill()
             raise MnemeError(f"{self.label}: did not start within {self.start_timeout:.0f} s")
         try:
@@ -329,6 +330,20 @@ class Worker:
                 self._kill()
         finally:
             self.lock.release()
+
+
+def ready_all(workers: list[Worker]) -> None:
+    """Waits for workers started with wait=False, in the order they answer:
+    the first that cannot start raises at once, not after the others' starts
+    (a GPU worker's restore takes seconds)."""
+    from multiprocessing.connection import wait as answered
+
+    waiting = {worker.conn: worker for worker in workers}
+    deadline = time.monotonic() + max((w.start_timeout for w in workers), default=0)
+    while waiting:
+        ready = answered(list(waiting), timeout=max(0.0, deadline - time.monotonic()))
+        for conn in ready or list(waiting)[:1]:  # none in time: the first says so
+            waiting.pop(conn).ready(timeout=0)
 
 
 class GpuWorker(Worker):

@@ -494,18 +494,30 @@ def test_a_kernel_proteus_cannot_express_leaves_the_other_outputs_written(instan
     proteus, mneme = tmp_path / "proteus.json", tmp_path / "tuned.json"
     result = run(["mneme", "export", str(plain), str(reshaped), "--proteus", str(proteus),
                   "--mneme", str(mneme)], check=False)
-    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
-    assert f"not in {proteus}: " in result.stderr and "the block 128x2x1" in result.stderr
-    assert "1 kernel(s) left out" in result.stderr
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert f"not written to {proteus}: " in result.stderr and "128x2x1" in result.stderr
+    assert "1 kernel(s) not written" in result.stderr and "other outputs are written" in \
+        result.stderr and "earlier entry" not in result.stderr
     assert sorted(json.loads(proteus.read_text())) == ["_Z5plainv"]
     assert sorted(json.loads(mneme.read_text())["kernels"]) == ["_Z5plainv", "_Z8reshapedv"]
     written = json.loads(result.stdout)
     assert "proteus_refused" in written["_Z8reshapedv"] and "proteus" in written["_Z5plainv"]
-    # Nothing Proteus can express: its file is not created.
+    # An entry an earlier export wrote stays, and the message says so.
+    proteus.write_text(json.dumps({"_Z8reshapedv": {"OptLevel": "2"}}))
+    result = run(["mneme", "export", str(plain), str(reshaped), "--proteus", str(proteus)],
+                 check=False)
+    assert result.returncode == 1 and "its earlier entry there is kept" in result.stderr
+    assert json.loads(proteus.read_text())["_Z8reshapedv"] == {"OptLevel": "2"}
+    # Nothing Proteus can express: its file is not created, nor anything said written.
     alone = tmp_path / "alone.json"
-    assert run(["mneme", "export", str(reshaped), "--proteus", str(alone)],
-               check=False).returncode == 2
+    result = run(["mneme", "export", str(reshaped), "--proteus", str(alone)], check=False)
+    assert result.returncode == 1 and "other outputs" not in result.stderr
     assert not alone.exists()
+    # The synthetic database's IR is not bitcode: a bundle says so in one line.
+    result = run(["mneme", "export", str(plain), "--bundle", str(tmp_path / "bundle"), "-rdb",
+                  str(instance.db.path)], check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "the recorded IR is not LLVM bitcode" in result.stderr.splitlines()[-1]
 
 
 def test_concurrent_exports_into_one_file_keep_every_entry(instance, tmp_path):
@@ -939,6 +951,43 @@ def test_a_worker_that_cannot_be_restarted_answers_died_and_never_raises(tmp_pat
         assert worker.ask("three", 30)[0] == "died"
     finally:
         worker.close()
+
+
+def test_the_first_worker_that_cannot_start_is_said_at_once_and_none_is_waited_for(tmp_path):
+    """Workers start together: one that fails is reported while the others
+    are still starting, and those are killed, not waited for."""
+    from tune_doubles import flaky_worker_main, slow_start_worker_main
+
+    from mneme_cc.errors import MnemeError
+    from mneme_cc.tune.workers import Worker, ready_all
+
+    class Slow(Worker):
+        target = staticmethod(slow_start_worker_main)
+
+    class Gone(Worker):
+        target = staticmethod(flaky_worker_main)
+
+    marker = tmp_path / "started"
+    marker.touch()  # the flaky worker's second start: it cannot start
+    workers = [Slow("x", "x", None, wait=False), Gone(str(marker), "x", None, wait=False)]
+    began = time.monotonic()
+    try:
+        with pytest.raises(MnemeError, match="the GPU is gone"):
+            ready_all(workers)
+        assert time.monotonic() - began < 30  # not the slow one's 60 s start
+    finally:
+        for worker in workers:
+            worker.cancel()
+            worker.close()
+    assert not any(w.process.is_alive() for w in workers)
+    assert time.monotonic() - began < 40
+    late = Slow("x", "x", None, wait=False, start_timeout=0.5)
+    try:
+        with pytest.raises(MnemeError, match="did not start within"):
+            ready_all([late])
+    finally:
+        late.cancel()
+        late.close()
 
 
 def test_a_worker_holds_the_next_message_while_it_answers_one():

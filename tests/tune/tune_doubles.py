@@ -136,6 +136,15 @@ def flaky_worker_main(conn, marker: str, *_):
         os._exit(3)
 
 
+def slow_start_worker_main(conn, *_):
+    """A worker process whose start takes longer than any test waits (a GPU
+    worker restoring a large instance)."""
+    import time
+
+    time.sleep(60)
+    conn.send({"ready": "sm_90"})
+
+
 def echo_worker_main(conn, *_):
     """A worker process that echoes each message, slowly enough that a
     second message arrives while it works on the first, and says whether

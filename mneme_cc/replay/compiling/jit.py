@@ -21,7 +21,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from mneme_cc.errors import UsageError
+from mneme_cc.errors import RecordDBError, UsageError
 from mneme_cc.replay.compiling import contraction, irtext, numerics
 from mneme_cc.replay.compiling.llvm import llvm_binding, named_passes, pipeline_of
 from mneme_cc.replay.compiling.mutations import MUTATIONS
@@ -187,7 +187,12 @@ def compile_ptx(bitcode: bytes, launch: KernelLaunch | None, config: ReplayConfi
     llvm = llvm_binding()
     seconds: dict[str, float] = {}
     t = time.perf_counter()
-    module = llvm.parse_bitcode(bitcode)
+    try:
+        module = llvm.parse_bitcode(bitcode)
+    except RuntimeError as exc:  # a damaged or foreign database: said, not a traceback
+        raise RecordDBError(f"the recorded IR is not LLVM bitcode LLVM {llvm.llvm_version_info[0]}"
+                            f" can read ({' '.join(str(exc).split())}); record the application "
+                            "again") from None
     text = str(module)
     seconds["parse"] = time.perf_counter() - t
 
