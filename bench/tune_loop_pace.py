@@ -7,7 +7,14 @@ processes. What it measures is the loop itself (the sampler, local steps,
 the storage, the bookkeeping): the ceiling a study of a very short kernel
 meets. Runs anywhere; no GPU is used.
 
+`--emulated` alternates instead the instant executor with the real one
+(its threads, pipes and worker processes) whose compile processes and GPU
+workers only sleep a compile's and a replay's time
+(tests/tune/tune_doubles.py), `--devices` of them: whether serving the
+workers slows the loop. It prints the loop's own milliseconds a trial.
+
     python bench/tune_loop_pace.py --seconds 10 --repeats 3 --askers 2
+    python bench/tune_loop_pace.py --emulated --devices 2 --askers 2
 """
 
 from __future__ import annotations
@@ -26,10 +33,11 @@ TESTS = Path(__file__).resolve().parents[1] / "tests"
 sys.path[:0] = [str(TESTS), str(TESTS / "tune")]
 
 from synthetic_db import make_database  # noqa: E402
-from tune_doubles import H100, FakeExecutor  # noqa: E402
+from tune_doubles import H100, FakeExecutor, sleeping_compile_main, sleeping_gpu_main  # noqa: E402
 
 from mneme_cc.record.db import RecordDB  # noqa: E402
 from mneme_cc.replay import outcome as oc  # noqa: E402
+from mneme_cc.tune import executor as real  # noqa: E402
 from mneme_cc.tune.executor import TrialResult  # noqa: E402
 from mneme_cc.tune.settings import TuneSettings  # noqa: E402
 from mneme_cc.tune.tuner import Tuner  # noqa: E402
@@ -47,13 +55,39 @@ class InstantExecutor(FakeExecutor):
         return future
 
 
-def one_study(instance, out: Path, seconds: float, askers: int) -> dict:
+class SleepingCompiler(real.Worker):
+    target = staticmethod(sleeping_compile_main)
+
+
+class SleepingGpu(real.GpuWorker):
+    target = staticmethod(sleeping_gpu_main)
+
+
+class EmulatedExecutor(real.ReplayExecutor):
+    """The real executor, its workers' processes sleeping their time."""
+
+    def __init__(self, *args, **kwargs):
+        kept = real.Worker, real.GpuWorker
+        real.Worker, real.GpuWorker = SleepingCompiler, SleepingGpu
+        try:
+            super().__init__(*args, **kwargs)
+        finally:
+            real.Worker, real.GpuWorker = kept
+
+
+def one_study(instance, out: Path, seconds: float, askers: int, devices: int | None = None,
+              emulated: bool = False) -> dict:
+    """One study; with `devices`, as many GPUs and 32 compile processes."""
+    sized = {"devices": list(range(devices)), "compile_workers": 32} if devices else {}
     settings = TuneSettings(trials=10**7, timeout=seconds, sampler="tpe", seed=1, out_dir=out,
-                            askers=askers)
-    tuner = Tuner(instance, settings, props=H100, executor=InstantExecutor)
+                            askers=askers, **sized)
+    tuner = Tuner(instance, settings, props=H100,
+                  executor=EmulatedExecutor if emulated else InstantExecutor)
     summary = tuner.run()
+    spent = summary["time_spent"]
     return {"trials": summary["trials"], "seconds": summary["seconds"],
-            "distinct_verified": tuner.distinct[oc.VERIFIED], "best_ms": summary["best_median_ms"]}
+            "distinct_verified": tuner.distinct[oc.VERIFIED], "best_ms": summary["best_median_ms"],
+            "loop_ms": (spent["ask"] + spent["tell"]) / max(1, summary["trials"]) * 1e3}
 
 
 def main() -> None:
@@ -61,11 +95,17 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--askers", type=int, default=2, help="the other side (default 2)")
+    parser.add_argument("--emulated", action="store_true",
+                        help="the instant executor against the real one with sleeping workers")
+    parser.add_argument("--devices", type=int, default=2, help="GPUs emulated (default 2)")
     a = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mneme-loop-") as scratch:
         data = np.arange(1024, dtype=np.float32)
         make_database(Path(scratch) / "db", data, data, data + data)
         (instance,) = RecordDB(Path(scratch) / "db").instances
+        if a.emulated:
+            emulate(instance, Path(scratch), a)
+            return
         runs: dict[int, list[dict]] = {0: [], a.askers: []}
         for repeat in range(a.repeats):
             for askers in runs:
@@ -79,6 +119,21 @@ def main() -> None:
         print(f"askers {askers}: median {statistics.median(r['trials'] for r in rows):.0f} "
               f"trials, {statistics.median(r['distinct_verified'] for r in rows):.0f} distinct "
               f"verified in {a.seconds:g} s ({len(rows)} runs)")
+
+
+def emulate(instance, scratch: Path, a) -> None:
+    runs: dict[str, list[dict]] = {"instant": [], "emulated": []}
+    for repeat in range(a.repeats):
+        for side in runs:
+            row = one_study(instance, scratch / f"{side}-{repeat}", a.seconds, a.askers,
+                            a.devices, emulated=side == "emulated")
+            runs[side].append(row)
+            print(f"{side}: {row['trials'] / row['seconds']:.1f} trials/s, the loop "
+                  f"{row['loop_ms']:.2f} ms a trial", flush=True)
+    for side, rows in runs.items():
+        print(f"{side}: median {statistics.median(r['trials'] / r['seconds'] for r in rows):.1f} "
+              f"trials/s, the loop {statistics.median(r['loop_ms'] for r in rows):.2f} ms a "
+              f"trial ({len(rows)} runs, {a.devices} GPU(s), {a.askers} askers)")
 
 
 if __name__ == "__main__":

@@ -121,6 +121,48 @@ class HangingExecutor(FakeExecutor):
                     future.set_result(TrialResult(oc.CANCELLED, config, error="cancelled"))
 
 
+#: What a sleeping worker takes per configuration: a compile, a GPU replay.
+SLEEP_COMPILE_S, SLEEP_GPU_S = 0.040, 0.003
+
+
+def sleeping_compile_main(conn, *_):
+    """A compile process that answers as the real one does after sleeping a
+    compile's time (no processor used): a 60 kB cubin each."""
+    import time
+
+    from mneme_cc.tune.workers import _messages
+
+    conn.send({"ready": True})
+    for _config, _arch, probe_variants in _messages(conn):
+        time.sleep(SLEEP_COMPILE_S)
+        if probe_variants:
+            conn.send(("", {}))
+            continue
+        resources = dict.fromkeys(("spill_stores", "spill_loads", "local_bytes",
+                                   "shared_bytes", "constant_bytes"), 0)
+        conn.send(("", {"ptxas": SLEEP_COMPILE_S}, {
+            "cubin": bytes(60_000), "resources": {"registers": 32, **resources},
+            "cache_hit": False, "assembler": "ptxas"}))
+
+
+def sleeping_gpu_main(conn, *_):
+    """A GPU worker that answers as the real one does after sleeping a
+    replay's time: verified, its time a fixed function of the configuration."""
+    import hashlib
+    import time
+
+    from mneme_cc.tune.workers import _inbox
+
+    conn.send({"ready": "sm_90"})
+    for config_json, *_rest in _inbox(conn):
+        time.sleep(SLEEP_GPU_S)
+        ms = 1.0 + int(hashlib.sha256(config_json.encode()).hexdigest()[:4], 16) / 65536
+        conn.send({"outcome": oc.VERIFIED, "median_ms": ms, "samples_ms": [ms] * 5,
+                   "registers": 32, "spill_bytes": 0, "cubin_bytes": 60_000,
+                   "occupancy": 1.0, "mismatches": [], "replay_seconds": {"time": SLEEP_GPU_S},
+                   "error": "", "raced": False, "probe_pending": False})
+
+
 def flaky_worker_main(conn, marker: str, *_):
     """A worker process that answers once and cannot start again (its first
     start leaves a marker file; a second start finds it and says why)."""
