@@ -157,6 +157,7 @@ def _gpu_main(conn, db_path: str, name: str, cache_dir: str | None, ordinal: int
         replayer = Replayer(_instance(db_path, name), device=ordinal, cache_dir=cache_dir,
                             brief_failures=True, compile_probes=False)
         replayer.open()
+        replayer.prepare_verification()  # while the other workers start
     except MnemeError as exc:
         conn.send({"fatal": str(exc)})
         return

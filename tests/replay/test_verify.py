@@ -79,3 +79,46 @@ def test_policies_address_buffers_by_argument_and_address():
         policies_for({"arg:0": 5}, params, args, regions)
     with pytest.raises(UsageError, match="abs, rel and ulp are numbers >= 0"):
         Policy.parse({"dtype": "float32", "abs": "big"}, "x")
+
+
+def test_a_gpu_worker_prepares_verification_as_it_starts(tmp_path):
+    """What the first replay's verification would read and copy to the device
+    is read (each chunk checked) and copied once, before any replay; a damaged
+    chunk is said then. A device double stands for the GPU."""
+    from types import SimpleNamespace
+
+    from synthetic_db import make_database
+
+    from mneme_cc.errors import RecordDBError
+    from mneme_cc.record import RecordDB
+    from mneme_cc.replay.running.replayer import Replayer
+
+    data = np.arange(4096, dtype=np.float32)
+    make_database(tmp_path / "db", data, data, data + data)
+    (inst,) = RecordDB(tmp_path / "db").instances
+
+    class Expected:
+        def __init__(self):
+            self.copied, self.read = [], []
+
+        def on_device(self, region):
+            self.copied.append(region.name)
+            self.read.append(region.read().nbytes)
+
+        def host(self, region):
+            self.read.append(region.read().nbytes)
+
+    replayer = Replayer(inst)
+    replayer.state, replayer._comparer = SimpleNamespace(expected=Expected()), object()
+    replayer.prepare_verification()
+    expected = replayer.state.expected
+    assert sorted(expected.copied) == sorted(r.name for r in inst.epilogue.allocations)
+    assert expected.copied and "epilogue" in replayer._artifacts_checked
+    # A damaged chunk of the epilogue: one line, before any replay.
+    digest = next(d for r in inst.epilogue.allocations for d in r.chunks.values())
+    chunk = tmp_path / "db" / "chunks" / digest[:2] / digest
+    chunk.write_bytes(chunk.read_bytes()[:-3] + b"xyz")
+    damaged = Replayer(RecordDB(tmp_path / "db").instances[0])
+    damaged.state, damaged._comparer = SimpleNamespace(expected=Expected()), object()
+    with pytest.raises(RecordDBError, match=digest[:8]):
+        damaged.prepare_verification()

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from mneme_cc.record.db import Instance
+from mneme_cc.record.snapshot import ALLOCATION, GLOBAL
 from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.compiling.compiler import CompiledKernel, NotCompiled, compile_instance
 from mneme_cc.replay.compiling.numerics import codegen_of, numerics_changes
@@ -97,6 +98,24 @@ class Replayer(Probes):
             timer = LaunchTimer(device)  # after the window is reserved
             opened.pop_all()
         self.device, self.state, self.timer = device, state, timer
+
+    def prepare_verification(self) -> None:
+        """Reads the recorded epilogue (each chunk checked, as preflight()
+        checks it) and makes its device copies and the comparer now, not in
+        the first replay's verification: a tuning study's GPU worker does it
+        as it starts, beside the other GPUs' workers, where otherwise each
+        paid it in turn during the study's first replays."""
+        expected = self.state.expected
+        for region in self.instance.epilogue.regions:  # each read checks its chunks
+            if region.kind == ALLOCATION:
+                expected.on_device(region)
+            elif region.kind == GLOBAL:
+                expected.host(region)
+            else:
+                for digest in region.chunks.values():
+                    self.instance.db.read_chunk(digest)
+        self._artifacts_checked.add("epilogue")
+        self.comparer  # noqa: B018 - made now
 
     def close(self) -> None:
         """Frees what open() and the replays took, and gives the GPU back."""
