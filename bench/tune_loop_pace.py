@@ -66,13 +66,7 @@ class SleepingGpu(real.GpuWorker):
 class EmulatedExecutor(real.ReplayExecutor):
     """The real executor, its workers' processes sleeping their time."""
 
-    def __init__(self, *args, **kwargs):
-        kept = real.Worker, real.GpuWorker
-        real.Worker, real.GpuWorker = SleepingCompiler, SleepingGpu
-        try:
-            super().__init__(*args, **kwargs)
-        finally:
-            real.Worker, real.GpuWorker = kept
+    compiler_class, gpu_worker_class = SleepingCompiler, SleepingGpu
 
 
 def one_study(instance, out: Path, seconds: float, askers: int, devices: int | None = None,

@@ -64,9 +64,7 @@ class Auto(SearchSpace):
         threads = inst.block[0]
         if threads % (2 * self.props.warp_size):
             return
-        half = threads // 2
-        probe = dataclasses.replace(settings, block=(half, 1, 1),
-                                    grid=(-(-inst.grid[0] * threads // half), 1, 1))
+        probe = dataclasses.replace(settings, **self.geometry.covering((threads // 2, 1, 1)))
         self.launch_agnostic = bool(evaluate(probe).verified)
 
     def geometry_dimensions(self) -> list[Dimension]:

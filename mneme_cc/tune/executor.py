@@ -134,6 +134,8 @@ class TrialResult:
 class ReplayExecutor:
     """Compiles in `compile_workers` processes; runs on each of `devices`."""
 
+    compiler_class, gpu_worker_class = Worker, GpuWorker  # the processes' kinds
+
     def __init__(self, instance, devices=(0,), compile_workers: int | None = None,
                  cache_dir: str | Path | None = None, trial_timeout: float = 60.0,
                  compile_timeout: float = 60.0, start_timeout: float = 600.0):
@@ -163,9 +165,11 @@ class ReplayExecutor:
             # GPU workers restore the instance, not during the first trials, and
             # each GPU's worker beside the others' (a context and a restore each).
             for _ in range(compile_workers or os.cpu_count() or 1):
-                self.compilers.append(Worker(*args, start_timeout=start_timeout, wait=False))
+                self.compilers.append(self.compiler_class(*args, start_timeout=start_timeout,
+                                                          wait=False))
             for d in devices:
-                self.workers.append(GpuWorker(*args, d, start_timeout=start_timeout, wait=False))
+                self.workers.append(self.gpu_worker_class(*args, d, start_timeout=start_timeout,
+                                                           wait=False))
             ready_all([*self.workers, *self.compilers])
         except BaseException:
             for worker in (*self.workers, *self.compilers):

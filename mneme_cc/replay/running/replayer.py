@@ -105,15 +105,12 @@ class Replayer(Probes):
         the first replay's verification: a tuning study's GPU worker does it
         as it starts, beside the other GPUs' workers, where otherwise each
         paid it in turn during the study's first replays."""
-        expected = self.state.expected
-        for region in self.instance.epilogue.regions:  # each read checks its chunks
-            if region.kind == ALLOCATION:
-                expected.on_device(region)
-            elif region.kind == GLOBAL:
-                expected.host(region)
-            else:
-                for digest in region.chunks.values():
-                    self.instance.db.read_chunk(digest)
+        epilogue, expected = self.instance.epilogue, self.state.expected
+        for region in epilogue.allocations:  # each read checks its chunks
+            expected.on_device(region)
+        for region in epilogue.globals:
+            expected.host(region)
+        self._check_chunks(r for r in epilogue.regions if r.kind not in (ALLOCATION, GLOBAL))
         self._artifacts_checked.add("epilogue")
         self.comparer  # noqa: B018 - made now
 
@@ -160,10 +157,14 @@ class Replayer(Probes):
             self.kernel.image() if code == "image" else self.kernel.bitcode()
             self._artifacts_checked.add(code)
         if "epilogue" not in self._artifacts_checked:
-            for region in inst.epilogue.regions:
-                for digest in region.chunks.values():
-                    inst.db.read_chunk(digest)
+            self._check_chunks(inst.epilogue.regions)
             self._artifacts_checked.add("epilogue")
+
+    def _check_chunks(self, regions) -> None:
+        """Reads each region's chunks back, checked (a damaged one raises)."""
+        for region in regions:
+            for digest in region.chunks.values():
+                self.instance.db.read_chunk(digest)
 
     # -- one kernel on the device ---------------------------------------------
 
