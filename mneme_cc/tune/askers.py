@@ -1,9 +1,10 @@
 """Askers: processes that ask the study for the sampler's trials beside the
 tuning loop.
 
-A TPE ask costs 10-20 ms of Python and grows with the study, while a trial
-of a short kernel takes a few milliseconds of GPU time: one loop that asks,
-submits and tells runs out of asks before the GPU runs out of work. Each
+A TPE ask costs several milliseconds of Python (its window of the study:
+samplers.TPE_LATEST), while a trial of a short kernel takes a millisecond or
+two of GPU time: one loop that asks, submits and tells runs out of asks
+before the GPU runs out of work. Each
 asker (`python -m mneme_cc.tune.askers`) opens the same study on the same
 storage (a journal file or an RDB, which several processes share anyway)
 with its own seeded sampler. For each request on its stdin it asks the
@@ -71,19 +72,20 @@ def main() -> None:
     try:
         import optuna
 
+        from mneme_cc.tune.ownership import TrialMaker
         from mneme_cc.tune.samplers import make_sampler
         from mneme_cc.tune.storage import open_storage
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-        study = optuna.load_study(
-            study_name=spec.study_name, storage=open_storage(spec.storage, spec.study_dir),
-            sampler=make_sampler(spec.sampler, spec.objectives, spec.seed))
+        storage = open_storage(spec.storage, spec.study_dir)
+        study = optuna.load_study(study_name=spec.study_name, storage=storage,
+                                  sampler=make_sampler(spec.sampler, spec.objectives, spec.seed))
+        maker = TrialMaker(study, storage, study._study_id, spec.owner)
         for line in sys.stdin.buffer:
             if line.strip() != b"ask":
                 return
-            trial = study.ask()
-            trial.set_user_attr("owner", spec.owner)
+            trial = maker.ask()
             params = sample_dimensions(spec.dimensions, trial)
             out.write(json.dumps({"number": trial.number, "params": params}) + "\n")
             out.flush()

@@ -1,8 +1,8 @@
 """Local steps around the best configurations found so far.
 
-TPE's every ask rebuilds its estimators over the whole history, so its cost
-grows with the study: past a few hundred trials it, not the GPU, set the
-pace. Once a study has verified configurations, the tuner fills part of its
+TPE's every ask rebuilds its estimators over a window of a few hundred
+trials (samplers.TPE_LATEST): milliseconds, more than a short kernel's trial
+takes on the GPU. Once a study has verified configurations, the tuner fills part of its
 asks with neighbours of the best few instead: one parameter moved to another
 value (the parameters that then exist or cease to exist follow), enqueued as
 a fixed trial, which Optuna hands out without sampling. It is also the search

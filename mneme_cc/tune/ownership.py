@@ -8,6 +8,7 @@ left RUNNING by a process that has ended on this machine is reclaimed.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,47 @@ def start_owned_trial(study, storage, study_id: int, params: dict[str, Any],
                                        distributions=distributions,
                                        user_attrs={"owner": owner})
     return optuna.trial.Trial(study, storage.create_new_trial(study_id, template_trial=frozen))
+
+
+#: Seconds between looks for queued trials once the study had none.
+QUEUE_LOOK_S = 1.0
+
+
+class TrialMaker:
+    """Starts the sampler's trials, each owned by this process. While the
+    study holds queued trials (the application's settings, warm start's, a
+    reclaimed one's), Optuna's ask takes them first. Once none is queued, and
+    where the sampler reads the study itself (samplers.WindowedTPESampler), a
+    trial is made in one write: an ask looks through every trial for queued
+    ones (milliseconds at thousands of trials) and the owner mark is a second
+    write. The queue is looked at again every QUEUE_LOOK_S."""
+
+    def __init__(self, study, storage, study_id: int, owner: dict[str, Any]):
+        import optuna
+
+        self.study, self.storage, self.study_id, self.owner = study, storage, study_id, owner
+        self._waiting = (optuna.trial.TrialState.WAITING,)
+        self._direct = getattr(study.sampler, "reads_the_study_itself", False)
+        self._queued, self._next_look = True, 0.0
+
+    def ask(self):
+        """A RUNNING trial for the sampler to fill (an optuna.trial.Trial)."""
+        import optuna
+
+        now = time.monotonic()
+        if self._direct and not self._queued and now >= self._next_look:
+            self._queued = self.storage.get_n_trials(self.study_id, self._waiting) > 0
+            self._next_look = now + QUEUE_LOOK_S
+        if self._queued or not self._direct:
+            trial = self.study.ask()
+            trial.set_user_attr("owner", self.owner)  # a later start reclaims it
+            if "fixed_params" not in self.storage.get_trial_system_attrs(trial._trial_id):
+                self._queued, self._next_look = False, now + QUEUE_LOOK_S  # the queue ran dry
+            return trial
+        frozen = optuna.trial.create_trial(state=optuna.trial.TrialState.RUNNING,
+                                           user_attrs={"owner": self.owner})
+        return optuna.trial.Trial(self.study, self.storage.create_new_trial(
+            self.study_id, template_trial=frozen))
 
 
 def end_trial(study, trial, values: list[float] | None = None, state=None) -> None:

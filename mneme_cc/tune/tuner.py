@@ -29,7 +29,13 @@ from mneme_cc.tune.bitwise import LearnedNumerics, keep_numerics
 from mneme_cc.tune.executor import ReplayExecutor, TrialResult
 from mneme_cc.tune.exhaustive import is_queued, queue_combinations
 from mneme_cc.tune.feasibility import FaultingGeometries, Need, infeasible
-from mneme_cc.tune.ownership import end_trial, reclaim_stale, start_owned_trial, this_process
+from mneme_cc.tune.ownership import (
+    TrialMaker,
+    end_trial,
+    reclaim_stale,
+    start_owned_trial,
+    this_process,
+)
 from mneme_cc.tune.presets import load_space
 from mneme_cc.tune.properties import DeviceProperties
 from mneme_cc.tune.samplers import OBJECTIVES, make_sampler
@@ -113,6 +119,7 @@ class Tuner:
         self.counts: Counter[str] = Counter()
         self.distinct: Counter[str] = Counter()  # outcomes of configurations run, not repeats
         self.owner = this_process()
+        self.maker = TrialMaker(self.study, storage, self.study_id, self.owner)
         self.stale = 0
         self.cancelled_before = 0  # trials a deadline cancelled in earlier runs
         self.results: dict[str, TrialResult] = {}   # grounded config key -> result
@@ -372,8 +379,7 @@ class Tuner:
         elif not fresh:
             return None
         else:
-            trial = self.study.ask()
-            trial.set_user_attr("owner", self.owner)  # a later start reclaims it
+            trial = self.maker.ask()
             params = self.space.sample(trial)
         reason = self.space.constraints(params)
         if self.settings.sampler == "exhaustive" and not is_queued(self.storage, self.study_id,

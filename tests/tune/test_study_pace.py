@@ -520,6 +520,50 @@ def test_a_local_step_is_one_trial_as_the_sampler_would_have_made_it(instance, t
         assert [t.state.name for t in study.trials] == ["COMPLETE"] * 2
 
 
+def test_the_sampler_s_trials_take_the_queue_first_then_one_write_each(tmp_path, monkeypatch):
+    """Queued trials are asked for through Optuna while there are any; then,
+    for a sampler that reads the study itself, a trial is made in one write
+    (no ask looking through the study for queued ones), carrying the owner,
+    and a trial queued later is taken at the next look."""
+    from mneme_cc.tune import ownership
+    from mneme_cc.tune.ownership import TrialMaker, this_process
+    from mneme_cc.tune.samplers import make_sampler
+    from mneme_cc.tune.storage import open_storage
+
+    storage = open_storage(None, tmp_path)
+    study = optuna.create_study(storage=storage, sampler=make_sampler("tpe", seed=1))
+    study_id = storage.get_study_id_from_name(study.study_name)
+    study.enqueue_trial({"x": 1.0})
+    study.enqueue_trial({"x": 2.0})
+    maker, asks = TrialMaker(study, storage, study_id, this_process()), []
+    monkeypatch.setattr(study, "ask", lambda: asks.append(1) or optuna.Study.ask(study))
+
+    def one(value):
+        trial = maker.ask()
+        x = trial.suggest_float("x", 0.0, 4.0)
+        study.tell(trial, value)
+        return x
+
+    assert [one(0.5), one(0.25)] == [1.0, 2.0] and len(asks) == 2  # the queue, through asks
+    made = [one(float(n)) for n in range(20)]
+    assert len(asks) == 3  # one more, that found the queue empty; then none
+    assert all(0.0 <= x <= 4.0 for x in made)
+    assert all(t.user_attrs["owner"] == this_process() for t in study.trials)
+    assert {t.state.name for t in study.trials} == {"COMPLETE"}
+    monkeypatch.setattr(ownership, "QUEUE_LOOK_S", 0.0)
+    maker._next_look = 0.0
+    study.enqueue_trial({"x": 3.0})
+    assert one(1.0) == 3.0  # taken at the next look
+    # A sampler that reads through Optuna's per-ask cache is always asked.
+    other = optuna.create_study(storage=storage, sampler=optuna.samplers.RandomSampler(1))
+    maker = TrialMaker(other, storage, storage.get_study_id_from_name(other.study_name), {})
+    monkeypatch.setattr(other, "ask", lambda: asks.append(1) or optuna.Study.ask(other))
+    before = len(asks)
+    for _ in range(3):
+        other.tell(maker.ask(), 1.0)
+    assert len(asks) == before + 3
+
+
 def test_ending_a_trial_is_telling_it_without_the_copy(tmp_path):
     """end_trial stores what study.tell stores, calls the sampler's
     after_trial, and refuses a trial already finished as tell does."""

@@ -23,7 +23,7 @@ from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.tune.executor import TrialResult
 from mneme_cc.tune.export import export, proteus_entry
 from mneme_cc.tune.presets import load_space
-from mneme_cc.tune.samplers import make_sampler, parse_objectives
+from mneme_cc.tune.samplers import TrialWindow, make_sampler, parse_objectives
 from mneme_cc.tune.space import (
     Categorical,
     Combined,
@@ -118,6 +118,73 @@ def test_samplers_and_objectives():
     assert parse_objectives("time,registers") == ["time", "registers"]
     with pytest.raises(UsageError, match="unknown objective"):
         parse_objectives("speed")
+
+
+def _frozen(number: int, state: str, value: float | None = None):
+    import optuna
+
+    distributions = {"x": optuna.distributions.FloatDistribution(0, 1)}
+    trial = optuna.trial.create_trial(
+        state=getattr(optuna.trial.TrialState, state), params={"x": 0.5},
+        distributions=distributions, value=value)
+    trial.number = number
+    return trial
+
+
+def test_the_trial_window_keeps_the_open_the_best_and_the_latest():
+    import optuna
+
+    window = TrialWindow(latest=4, best=2)
+    trials = [_frozen(0, "COMPLETE", 0.5), _frozen(1, "RUNNING"), _frozen(2, "COMPLETE", 0.1),
+              *(_frozen(n, "COMPLETE", 5.0 + n) for n in range(3, 9)), _frozen(9, "PRUNED"),
+              _frozen(10, "RUNNING")]
+    read = []
+
+    def trial(number):
+        read.append(number)
+        return trials[number]
+
+    window.look(trial, len(trials))
+    # The two best (0 and 2), the latest four finished (6..9) and the running (1, 10).
+    assert [t.number for t in window.select()] == [0, 1, 2, 6, 7, 8, 9, 10]
+    complete = (optuna.trial.TrialState.COMPLETE,)
+    assert [t.number for t in window.select(complete)] == [0, 2, 6, 7, 8]
+    # Trial 1 finishes, the best of all: trial 0 is no longer among the two
+    # best, and trial 6 falls out of the latest. Only the open and the new are read.
+    trials[1] = _frozen(1, "COMPLETE", 0.01)
+    trials.append(_frozen(11, "RUNNING"))
+    read.clear()
+    window.look(trial, len(trials))
+    assert sorted(read) == [1, 10, 11]
+    assert [t.number for t in window.select()] == [1, 2, 7, 8, 9, 10, 11]
+    assert [t.number for t in window.select(complete)] == [1, 2, 7, 8]
+    assert window.open == {10, 11}
+
+
+def test_tpe_samples_a_long_study_from_its_window(tmp_path, monkeypatch):
+    import optuna
+
+    from mneme_cc.tune import samplers
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    monkeypatch.setattr(samplers, "TPE_LATEST", 30)
+    monkeypatch.setattr(samplers, "TPE_BEST_KEPT", 10)
+    study = optuna.create_study(storage=open_storage(None, tmp_path),
+                                sampler=make_sampler("tpe", seed=3))
+    seen = []
+    select = TrialWindow.select
+
+    def spying(self, states=None):
+        chosen = select(self, states)
+        seen.append((self.scanned, len(chosen)))
+        return chosen
+
+    monkeypatch.setattr(TrialWindow, "select", spying)
+    study.optimize(lambda t: (t.suggest_float("x", -4, 4) - 1.5) ** 2, n_trials=150)
+    assert max(scanned for scanned, _ in seen) == 150  # TPE looked at the whole study ...
+    # ... through a window of at most 40 finished trials, and the one being sampled
+    assert 35 <= max(chosen for _, chosen in seen) <= 41
+    assert abs(study.best_params["x"] - 1.5) < 0.2  # and still found the minimum
 
 
 @pytest.mark.parametrize("code, outcome", [
