@@ -5,7 +5,8 @@ runs against an instant executor whose kernel time depends on the
 configuration, for `--seconds` each, alternating with and without asker
 processes. What it measures is the loop itself (the sampler, local steps,
 the storage, the bookkeeping): the ceiling a study of a very short kernel
-meets. Runs anywhere; no GPU is used.
+meets, and whether it falls as the study grows (trials per second in the
+first and the last third). Runs anywhere; no GPU is used.
 
 `--emulated` alternates instead the instant executor with the real one
 (its threads, pipes and worker processes) whose compile processes and GPU
@@ -24,6 +25,7 @@ import hashlib
 import statistics
 import sys
 import tempfile
+import time
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -75,13 +77,21 @@ def one_study(instance, out: Path, seconds: float, askers: int, devices: int | N
     sized = {"devices": list(range(devices)), "compile_workers": 32} if devices else {}
     settings = TuneSettings(trials=10**7, timeout=seconds, sampler="tpe", seed=1, out_dir=out,
                             askers=askers, **sized)
+    told: list[float] = []  # when each trial was told
     tuner = Tuner(instance, settings, props=H100,
-                  executor=EmulatedExecutor if emulated else InstantExecutor)
+                  executor=EmulatedExecutor if emulated else InstantExecutor,
+                  on_trial=lambda _tuner, _result: told.append(time.perf_counter()))
     summary = tuner.run()
     spent = summary["time_spent"]
+    third = seconds / 3
+
+    def pace(since: float) -> float:  # trials per second over a third of the study
+        return sum(since <= t < since + third for t in told) / third
+
     return {"trials": summary["trials"], "seconds": summary["seconds"],
             "distinct_verified": tuner.distinct[oc.VERIFIED], "best_ms": summary["best_median_ms"],
-            "loop_ms": (spent["ask"] + spent["tell"]) / max(1, summary["trials"]) * 1e3}
+            "loop_ms": (spent["ask"] + spent["tell"]) / max(1, summary["trials"]) * 1e3,
+            "first_third": pace(tuner.started), "last_third": pace(tuner.started + 2 * third)}
 
 
 def main() -> None:
@@ -106,9 +116,10 @@ def main() -> None:
                 row = one_study(instance, Path(scratch) / f"s{askers}-{repeat}", a.seconds,
                                 askers)
                 runs[askers].append(row)
-                print(f"askers {askers}: {row['trials']} trials in {row['seconds']:.1f} s, "
-                      f"{row['distinct_verified']} distinct verified, best {row['best_ms']:.4f}",
-                      flush=True)
+                print(f"askers {askers}: {row['trials']} trials in {row['seconds']:.1f} s "
+                      f"({row['first_third']:.0f}/s in its first third, "
+                      f"{row['last_third']:.0f}/s in its last), {row['distinct_verified']} "
+                      f"distinct verified, best {row['best_ms']:.4f}", flush=True)
     for askers, rows in runs.items():
         print(f"askers {askers}: median {statistics.median(r['trials'] for r in rows):.0f} "
               f"trials, {statistics.median(r['distinct_verified'] for r in rows):.0f} distinct "

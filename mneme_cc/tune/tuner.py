@@ -345,7 +345,11 @@ class Tuner:
                 room, ran = room - (made == "new"), len(in_flight) > before
             self.time_spent["ask"] += time.perf_counter() - t
             if not in_flight and not (pool and pool.delivering):
-                return
+                # The askers' trials were all repeats or pruned, and none is
+                # asked for: not the study's end while it has room.
+                if not (pool and room > 0 and not self._past_deadline() and
+                        pool.ask_ahead(room)):
+                    return
             # The askers wake the loop only when it has room for their trials.
             woken = [pool.ready()] if pool and pool.delivering and len(in_flight) < depth else []
             done, _ = wait([*in_flight, *woken], timeout=self._remaining(),

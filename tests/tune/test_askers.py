@@ -109,6 +109,25 @@ def test_a_full_loop_waits_for_its_trials_rather_than_spin(instance, tmp_path):
     assert summary["trials"] >= 60 and calls < 20 * 60, calls
 
 
+def test_askers_whose_trials_all_repeat_do_not_end_the_study(instance, tmp_path):
+    """In a space of one configuration every trial after the first repeats
+    it and is told at once: once the loop has taken all the askers made,
+    nothing is in flight and nothing is asked for, and that is not the end of
+    a study with trials left."""
+    path = tmp_path / "one.py"
+    path.write_text(
+        "from mneme_cc.tune.space import SearchSpace, Categorical\n"
+        "class One(SearchSpace):\n"
+        "    def dimensions(self):\n"
+        "        return [Categorical('unroll', ('off',))]\n"
+        "    def fields(self, params):\n"
+        "        return {}\n")
+    tuner = study(instance, tmp_path, trials=3000, askers=1, timeout=60, space=f"{path}:One")
+    summary = tuner.run()
+    assert summary["trials"] == 3000 and summary["askers"]["trials"] > 0
+    assert summary["outcomes"] == {oc.VERIFIED: 3000}
+
+
 def test_closing_the_askers_closes_what_they_left_running(instance, tmp_path):
     """A trial of this loop's still RUNNING when the askers stop (an asker
     killed mid-ask) is closed as cancelled; another process's is not."""
