@@ -155,6 +155,7 @@ class Tuner:
     def _tell(self, trial, params: dict[str, Any], result: TrialResult, duplicate: bool) -> None:
         if result.outcome == oc.CANCELLED:  # not a finding: a later run tries it again
             trial.set_user_attr("cancelled", True)
+        began = time.perf_counter()
         # One attribute, not several: each is a storage transaction.
         trial.set_user_attr("result", {
             "outcome": result.outcome, "median_ms": result.median_ms,
@@ -172,6 +173,7 @@ class Tuner:
                           if result.outcome == oc.CANCELLED else self.state.PRUNED)
         except (ValueError, RuntimeError):
             pass  # reclaimed as stale by another process meanwhile: the result still counts here
+        self._spent("tell.write", began)
         if result.verified and (self.best is None or self.values(result) < self.values(self.best)):
             self.best = result
         if result.verified and not duplicate and self.local:
@@ -365,26 +367,32 @@ class Tuner:
             # At most once a second: trials.jsonl already has every trial.
             if time.perf_counter() - self._reported > REPORT_INTERVAL_S:
                 self._write_reports()
+                self._spent("report", self._reported)
 
     def _ask_one(self, ex, in_flight: dict, fresh: bool = True) -> str | None:
         """Starts a trial: a local step or the sampler's ("new"; fresh: the study
         has room for one) or an asker's ("taken"); None when none was to be had."""
+        began = time.perf_counter()
         step = fresh and self.local and self.local.propose(self.counts[oc.VERIFIED],
                                                            self._untried)
         pool, made = self.askers, "new"
+        began = self._spent("ask.local", began)  # what each part of an ask costs
         if step:  # one write, where an enqueued trial's ask and suggests cost one each
             trial, params = start_owned_trial(self.study, self.storage, self.study_id, step,
                                               self.space.distributions(step), self.owner), step
+            self._spent("ask.write", began)
         elif pool and (pool.buffered or not fresh or pool.delivered and not pool.broken):
             # Once the askers deliver, the loop waits for theirs rather than asks.
             if not (taken := pool.take()):
                 return None
             (trial, params), made = taken, "taken"
+            self._spent("ask.askers", began)
         elif not fresh:
             return None
         else:
             trial = self.maker.ask()
             params = self.space.sample(trial)
+            self._spent("ask.sampler", began)
         reason = self.space.constraints(params)
         if self.settings.sampler == "exhaustive" and not is_queued(self.storage, self.study_id,
                                                                        trial):
@@ -408,6 +416,12 @@ class Tuner:
             self.waiting[key] = []
             in_flight[ex.submit(config)] = (trial, params, config, key)
         return made
+
+    def _spent(self, stage: str, since: float) -> float:
+        """Adds the seconds since `since` to `stage` of time_spent; now."""
+        now = time.perf_counter()
+        self.time_spent[stage] += now - since
+        return now
 
     def _prune(self, trial, reason: str) -> None:
         """Closes a trial that will not run, saying why."""

@@ -1182,6 +1182,11 @@ def test_the_loop_says_what_its_own_asks_and_tells_cost(instance, tmp_path):
     _, summary = tune(instance, tmp_path, space="quick", trials=12)
     spent = summary["time_spent"]
     assert 0 < spent["ask"] < spent["wall"] and 0 < spent["tell"] < spent["wall"]
+    # The ask's parts (a local step's search, its write, the askers', the
+    # sampler's) are within it; the study's writes within the tell.
+    parts = {k: v for k, v in spent.items() if k.startswith("ask.")}
+    assert parts["ask.sampler"] > 0 and sum(parts.values()) <= spent["ask"]
+    assert 0 < spent["tell.write"] <= spent["tell"]
     before = spent["startup"] + spent["baselines"] + spent["calibrate"]
     assert 0 < spent["baselines"] and 0 <= spent["calibrate"] and before < spent["wall"]
 
