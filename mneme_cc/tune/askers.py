@@ -2,7 +2,7 @@
 tuning loop.
 
 A TPE ask costs several milliseconds of Python (its window of the study:
-samplers.TPE_LATEST), while a trial of a short kernel takes a millisecond or
+tpe_window.py), while a trial of a short kernel takes a millisecond or
 two of GPU time: one loop that asks, submits and tells runs out of asks
 before the GPU runs out of work. Each
 asker (`python -m mneme_cc.tune.askers`) opens the same study on the same

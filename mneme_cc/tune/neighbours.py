@@ -1,12 +1,14 @@
 """Local steps around the best configurations found so far.
 
 TPE's every ask rebuilds its estimators over a window of a few hundred
-trials (samplers.TPE_LATEST): milliseconds, more than a short kernel's trial
-takes on the GPU. Once a study has verified configurations, the tuner fills part of its
-asks with neighbours of the best few instead: one parameter moved to another
-value (the parameters that then exist or cease to exist follow), enqueued as
-a fixed trial, which Optuna hands out without sampling. It is also the search
-a tuner wants late in a study: small moves from what is fastest.
+trials (tpe_window.py): milliseconds, more than a short kernel's trial
+takes on the GPU, and late in a study most of what it proposes has run.
+Once a study has verified configurations, the tuner fills part of its asks
+with neighbours of the best few instead: one parameter moved to another
+value (the parameters that then exist or cease to exist follow), created as
+a running trial in one write (ownership.start_owned_trial), no sampling. It
+is also the search a tuner wants late in a study: small moves from what is
+fastest.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from mneme_cc.tune.space import Categorical, Dimension, Int, Real, SearchSpace, 
 #: Verified trials a study needs before local steps start.
 WARM_UP = 16
 #: The share of asks left to the sampler once local steps start; it falls as
-#: the study grows, so TPE's cost per trial stays about flat, and falls with
-#: how often the sampler proposes what already ran (an ask paid for nothing).
+#: the study grows (the best's neighbourhood is where a late study searches)
+#: and with how often the sampler proposes what already ran (an ask paid for
+#: nothing).
 SAMPLER_SHARE, SAMPLER_SHARE_SCALE = 0.25, 100.0
 #: How fast the sampler's repeat rate follows its recent proposals.
 REPEAT_WEIGHT = 0.1

@@ -101,7 +101,7 @@ class TrialMaker:
     """Starts the sampler's trials, each owned by this process. While the
     study holds queued trials (the application's settings, warm start's, a
     reclaimed one's), Optuna's ask takes them first. Once none is queued, and
-    where the sampler reads the study itself (samplers.WindowedTPESampler), a
+    where the sampler reads the study itself (tpe_window.WindowedTPESampler), a
     trial is made in one write: an ask looks through every trial for queued
     ones (milliseconds at thousands of trials) and the owner mark is a second
     write. The queue is looked at again every QUEUE_LOOK_S."""

@@ -545,8 +545,21 @@ def test_the_sampler_s_trials_take_the_queue_first_then_one_write_each(tmp_path,
         return x
 
     assert [one(0.5), one(0.25)] == [1.0, 2.0] and len(asks) == 2  # the queue, through asks
-    made = [one(float(n)) for n in range(20)]
+    one(0.75)
     assert len(asks) == 3  # one more, that found the queue empty; then none
+    writes = []
+
+    def counted(name):
+        real = getattr(storage, name)
+        return lambda *a, **k: writes.append(name) or real(*a, **k)
+
+    for name in ("create_new_trial", "set_trial_user_attr"):
+        monkeypatch.setattr(storage, name, counted(name))
+    trial = maker.ask()
+    assert writes == ["create_new_trial"]  # the trial, its owner with it: one write
+    study.tell(trial, 1.0)
+    made = [one(float(n)) for n in range(20)]
+    assert len(asks) == 3
     assert all(0.0 <= x <= 4.0 for x in made)
     assert all(t.user_attrs["owner"] == this_process() for t in study.trials)
     assert {t.state.name for t in study.trials} == {"COMPLETE"}

@@ -23,7 +23,7 @@ from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.tune.executor import TrialResult
 from mneme_cc.tune.export import export, proteus_entry
 from mneme_cc.tune.presets import load_space
-from mneme_cc.tune.samplers import TrialWindow, make_sampler, parse_objectives
+from mneme_cc.tune.samplers import make_sampler, parse_objectives
 from mneme_cc.tune.space import (
     Categorical,
     Combined,
@@ -36,6 +36,7 @@ from mneme_cc.tune.space import (
     pick,
 )
 from mneme_cc.tune.storage import open_storage
+from mneme_cc.tune.tpe_window import TrialWindow
 from mneme_cc.tune.tuner import Tuner, TuneSettings
 
 
@@ -138,13 +139,7 @@ def test_the_trial_window_keeps_the_open_the_best_and_the_latest():
     trials = [_frozen(0, "COMPLETE", 0.5), _frozen(1, "RUNNING"), _frozen(2, "COMPLETE", 0.1),
               *(_frozen(n, "COMPLETE", 5.0 + n) for n in range(3, 9)), _frozen(9, "PRUNED"),
               _frozen(10, "RUNNING")]
-    read = []
-
-    def trial(number):
-        read.append(number)
-        return trials[number]
-
-    window.look(trial, len(trials))
+    window.look(trials)
     # The two best (0 and 2), the latest four finished (6..9) and the running (1, 10).
     assert [t.number for t in window.select()] == [0, 1, 2, 6, 7, 8, 9, 10]
     complete = (optuna.trial.TrialState.COMPLETE,)
@@ -153,38 +148,53 @@ def test_the_trial_window_keeps_the_open_the_best_and_the_latest():
     # best, and trial 6 falls out of the latest. Only the open and the new are read.
     trials[1] = _frozen(1, "COMPLETE", 0.01)
     trials.append(_frozen(11, "RUNNING"))
-    read.clear()
-    window.look(trial, len(trials))
+    read = []
+
+    class Watched(list):
+        def __getitem__(self, number):
+            read.append(number)
+            return super().__getitem__(number)
+
+    window.look(Watched(trials))
     assert sorted(read) == [1, 10, 11]
     assert [t.number for t in window.select()] == [1, 2, 7, 8, 9, 10, 11]
     assert [t.number for t in window.select(complete)] == [1, 2, 7, 8]
     assert window.open == {10, 11}
 
 
-def test_tpe_samples_a_long_study_from_its_window(tmp_path, monkeypatch):
+@pytest.mark.parametrize("journal", [True, False])
+def test_tpe_samples_a_long_study_from_its_window(journal, tmp_path, monkeypatch):
+    """On a journal the window reads the new and the open trials one by one;
+    on another storage (here Optuna's in-memory one) the study's list."""
     import optuna
 
-    from mneme_cc.tune import samplers
+    from mneme_cc.tune import tpe_window
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    monkeypatch.setattr(samplers, "TPE_LATEST", 30)
-    monkeypatch.setattr(samplers, "TPE_BEST_KEPT", 10)
-    study = optuna.create_study(storage=open_storage(None, tmp_path),
+    monkeypatch.setattr(tpe_window, "TPE_LATEST", 30)
+    monkeypatch.setattr(tpe_window, "TPE_BEST_KEPT", 10)
+    study = optuna.create_study(storage=open_storage(None, tmp_path) if journal else None,
                                 sampler=make_sampler("tpe", seed=3))
-    seen = []
-    select = TrialWindow.select
+    seen = []  # (trials in the study, trials TPE was given) for each of TPE's reads
+    get_trials = tpe_window._Windowed._get_trials
 
-    def spying(self, states=None):
-        chosen = select(self, states)
-        seen.append((self.scanned, len(chosen)))
-        return chosen
+    def spying(self, deepcopy=True, states=None, use_cache=False):
+        given = get_trials(self, deepcopy, states, use_cache)
+        seen.append((len(self._study.trials), len(given)))
+        return given
 
-    monkeypatch.setattr(TrialWindow, "select", spying)
+    monkeypatch.setattr(tpe_window._Windowed, "_get_trials", spying)
     study.optimize(lambda t: (t.suggest_float("x", -4, 4) - 1.5) ** 2, n_trials=150)
-    assert max(scanned for scanned, _ in seen) == 150  # TPE looked at the whole study ...
-    # ... through a window of at most 40 finished trials, and the one being sampled
-    assert 35 <= max(chosen for _, chosen in seen) <= 41
+    assert max(total for total, _ in seen) == 150  # TPE read the whole study ...
+    # ... and was given a window of at most 40 finished trials and the one sampled
+    assert 35 <= max(given for _, given in seen) <= 41
     assert abs(study.best_params["x"] - 1.5) < 0.2  # and still found the minimum
+    # A multi-objective study's TPE is given every trial.
+    seen.clear()
+    both = optuna.create_study(directions=["minimize", "minimize"],
+                               sampler=make_sampler("tpe", objectives=2, seed=3))
+    both.optimize(lambda t: (t.suggest_float("x", 0, 1), 1 - t.params["x"]), n_trials=60)
+    assert max(given for _, given in seen) >= 59
 
 
 @pytest.mark.parametrize("code, outcome", [
@@ -1186,7 +1196,8 @@ def test_the_loop_says_what_its_own_asks_and_tells_cost(instance, tmp_path):
     # sampler's) are within it; the study's writes within the tell.
     parts = {k: v for k, v in spent.items() if k.startswith("ask.")}
     assert parts["ask.sampler"] > 0 and sum(parts.values()) <= spent["ask"]
-    assert 0 < spent["tell.write"] <= spent["tell"]
+    # The results' writes: a repeat's while asking, the others' while telling.
+    assert 0 < spent["result.write"] <= spent["ask"] + spent["tell"]
     before = spent["startup"] + spent["baselines"] + spent["calibrate"]
     assert 0 < spent["baselines"] and 0 <= spent["calibrate"] and before < spent["wall"]
 
