@@ -111,6 +111,10 @@ def test_samplers_and_objectives():
     import optuna
 
     assert isinstance(make_sampler("tpe"), optuna.samplers.TPESampler)
+    import pickle
+
+    assert isinstance(pickle.loads(pickle.dumps(make_sampler("tpe"))),  # as joblib would
+                      optuna.samplers.TPESampler)
     assert isinstance(make_sampler("nsga2", objectives=2), optuna.samplers.NSGAIISampler)
     with pytest.raises(UsageError, match="unknown sampler 'annealing'"):
         make_sampler("annealing")
