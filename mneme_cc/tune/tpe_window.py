@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import copy
 import heapq
+import warnings
 from collections import deque
 from typing import Any
 
+from optuna.exceptions import ExperimentalWarning
 from optuna.samplers import TPESampler
 from optuna.storages import JournalStorage
 from optuna.trial import TrialState
@@ -120,7 +122,9 @@ class WindowedTPESampler(TPESampler):
     reads_the_study_itself = True
 
     def __init__(self, **options):
-        super().__init__(**options)
+        with warnings.catch_warnings():  # `group` is experimental in Optuna: a choice made here
+            warnings.simplefilter("ignore", ExperimentalWarning)
+            super().__init__(**options)
         self._windows: dict[int, TrialWindow] = {}  # study id -> its window
         self._read: tuple[tuple[int, int], _Windowed] | None = None  # (study, trial), view
 
