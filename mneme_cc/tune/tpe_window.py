@@ -128,6 +128,9 @@ class WindowedTPESampler(TPESampler):
         self._windows: dict[int, TrialWindow] = {}  # study id -> its window
         self._read: tuple[tuple[int, int], _Windowed] | None = None  # (study, trial), view
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_read": None}  # the last view holds its study: not copied
+
     def _seen(self, study, trial) -> _Windowed:
         key = (study._study_id, trial.number)
         if self._read is None or self._read[0] != key:

@@ -193,6 +193,10 @@ def test_tpe_samples_a_long_study_from_its_window(journal, tmp_path, monkeypatch
     # ... and was given a window of at most 40 finished trials and the one sampled
     assert 35 <= max(given for _, given in seen) <= 41
     assert abs(study.best_params["x"] - 1.5) < 0.2  # and still found the minimum
+    import pickle
+
+    copied = pickle.loads(pickle.dumps(study.sampler))  # used, as joblib would copy it
+    assert copied._read is None and copied._windows.keys() == study.sampler._windows.keys()
     # A multi-objective study's TPE is given every trial.
     seen.clear()
     both = optuna.create_study(directions=["minimize", "minimize"],
