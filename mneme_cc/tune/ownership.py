@@ -82,9 +82,10 @@ def reclaim_stale(study, storage, owner: dict[str, Any]) -> int:
 
 def start_owned_trial(study, storage, study_id: int, params: dict[str, Any],
                       distributions: dict[str, Any], owner: dict[str, Any]):
-    """A RUNNING trial with values the tuner chose itself (a local step), in
-    one storage write: enqueueing, asking and suggesting each parameter
-    would cost a write each. An optuna.trial.Trial, told as any other."""
+    """A RUNNING trial with values the tuner chose itself (a local step; none
+    for the sampler to fill), in one storage write: enqueueing, asking and
+    suggesting each parameter would cost a write each. An optuna.trial.Trial,
+    told as any other."""
     import optuna
 
     frozen = optuna.trial.create_trial(state=optuna.trial.TrialState.RUNNING, params=params,
@@ -116,8 +117,6 @@ class TrialMaker:
 
     def ask(self):
         """A RUNNING trial for the sampler to fill (an optuna.trial.Trial)."""
-        import optuna
-
         now = time.monotonic()
         if self._direct and not self._queued and now >= self._next_look:
             self._queued = self.storage.get_n_trials(self.study_id, self._waiting) > 0
@@ -128,10 +127,7 @@ class TrialMaker:
             if "fixed_params" not in self.storage.get_trial_system_attrs(trial._trial_id):
                 self._queued, self._next_look = False, now + QUEUE_LOOK_S  # the queue ran dry
             return trial
-        frozen = optuna.trial.create_trial(state=optuna.trial.TrialState.RUNNING,
-                                           user_attrs={"owner": self.owner})
-        return optuna.trial.Trial(self.study, self.storage.create_new_trial(
-            self.study_id, template_trial=frozen))
+        return start_owned_trial(self.study, self.storage, self.study_id, {}, {}, self.owner)
 
 
 def end_trial(study, trial, values: list[float] | None = None, state=None) -> None:
