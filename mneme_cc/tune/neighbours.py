@@ -31,6 +31,9 @@ SAMPLER_SHARE, SAMPLER_SHARE_SCALE = 0.25, 100.0
 REPEAT_WEIGHT = 0.1
 #: How many of the best configurations local steps start from.
 INCUMBENTS = 5
+#: A step moves at most MOST_MOVES parameters, drawing ATTEMPTS neighbours
+#: at each number of moves before it moves one more.
+ATTEMPTS, MOST_MOVES = 8, 3
 
 
 def _other_value(dim: Dimension, current: Any, rng: random.Random) -> Any:
@@ -86,10 +89,17 @@ class LocalSteps:
         self.space, self.rng = space, random.Random(seed)
         self.best: list[tuple[float, dict[str, Any]]] = []  # (value, params), best first
         self.repeats = 0.0  # the share of the sampler's recent proposals that had run
+        # How many parameters the last step moved: where the next step starts.
+        # The best's near neighbours only run out (what ran stays run), so a
+        # late study's steps need not draw them again and again to find so.
+        self.moves = 1
 
     def found(self, value: float, params: dict[str, Any]) -> None:
         """A verified configuration's objective value."""
-        self.best = sorted([*self.best, (value, params)], key=lambda x: x[0])[:INCUMBENTS]
+        best = sorted([*self.best, (value, params)], key=lambda x: x[0])[:INCUMBENTS]
+        if best != self.best:  # new neighbours to take one step to
+            self.moves = 1
+        self.best = best
 
     def sampled(self, repeated: bool) -> None:
         """What the sampler's last proposal was: a configuration that had run, or not."""
@@ -103,13 +113,15 @@ class LocalSteps:
         if verified < WARM_UP or not self.best or self.rng.random() < share:
             return None
         dims = self.space.dimensions()  # built once: a space builds them afresh
-        for attempt in range(24):  # tries to find one not run yet; each costs a derive
-            params = self.rng.choice(self.best)[1]
-            # One parameter moved, then two, then three, as the near ones run out.
-            for _ in range(1 + attempt // 8):
+        # Tries to find one not run yet (each costs a derive): one parameter
+        # moved, then two, then three, as the near ones run out.
+        for attempt in range(ATTEMPTS * (self.moves - 1), ATTEMPTS * MOST_MOVES):
+            params, moves = self.rng.choice(self.best)[1], 1 + attempt // ATTEMPTS
+            for _ in range(moves):
                 params = neighbour(self.space, params, self.rng, dims)
                 if params is None:
                     return None
             if self.space.constraints(params) is None and untried(params):
+                self.moves = moves
                 return params
         return None

@@ -119,6 +119,30 @@ def sample_dimensions(dimensions: Sequence[Dimension], trial) -> dict[str, Any]:
     return params
 
 
+def distribution_of(dim: Dimension):
+    """The Optuna distribution sample_dimensions asks `dim` with (built once:
+    a local step's trial is written with its parameters' distributions)."""
+    # Choices by value_key: 1, 1.0 and True make different distributions.
+    key = (tuple(value_key(c) for c in dim.choices) if isinstance(dim, Categorical)
+           else (type(dim), dim.low, dim.high, dim.log, getattr(dim, "step", None)))
+    if (made := _DISTRIBUTIONS.get(key)) is None:
+        from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+        if isinstance(dim, Int):
+            made = IntDistribution(dim.low, dim.high, log=dim.log, step=dim.step)
+        elif isinstance(dim, Real):
+            made = FloatDistribution(dim.low, dim.high, log=dim.log)
+        else:
+            made = CategoricalDistribution(dim.choices)
+        if len(_DISTRIBUTIONS) >= 4096:
+            _DISTRIBUTIONS.clear()
+        _DISTRIBUTIONS[key] = made
+    return made
+
+
+_DISTRIBUTIONS: dict[Any, Any] = {}
+
+
 class SearchSpace:
     """A space over one recorded instance on one kind of GPU. Subclass it:
     `dimensions()` and `fields(params)`, optionally `constraints(params)`."""
@@ -172,12 +196,16 @@ class SearchSpace:
         return sample_dimensions(self.dimensions(), trial)
 
     def distributions(self, params: dict[str, Any]) -> dict[str, Any]:
-        """The Optuna distribution of each of `params`: what sample() asks with."""
-        import optuna
-
-        trial = optuna.trial.FixedTrial(params)
-        self.sample(trial)
-        return trial.distributions
+        """The Optuna distribution of each of `params`: what sample() asks with
+        (a local step's trial is written with them, one per step)."""
+        out: dict[str, Any] = {}
+        for dim in self.dimensions():
+            if not exists(dim, params):
+                continue
+            if dim.name not in params:
+                raise ValueError(f"parameter {dim.name} exists with these values but has none")
+            out[dim.name] = distribution_of(dim)
+        return out
 
     def combinations(self) -> Iterator[dict[str, Any]]:
         """Every set of parameter values, with `when` honoured (discrete spaces

@@ -271,7 +271,13 @@ class Tuner:
             in_flight: dict[Any, tuple] = {}  # future -> (trial, params, config, its key)
             try:
                 self.askers = askers.start(self)
-                self._loop(ex, in_flight, trials)
+                # The loop thread's processor time, against its asks' and tells'
+                # wall time: what it waited for a processor or the GIL.
+                cpu = time.thread_time()
+                try:
+                    self._loop(ex, in_flight, trials)
+                finally:
+                    self.time_spent["loop.cpu"] += time.thread_time() - cpu
             finally:
                 try:
                     self._close_unfinished(ex, in_flight)
@@ -432,8 +438,12 @@ class Tuner:
         """Whether a local step would run a configuration not run yet, and one
         that runs at all: a step that would be pruned costs the study's writes
         and gives nothing, so another step is tried."""
-        _, reason, _, key = self._verdict(params)
-        return not reason and key not in self.results and key not in self.waiting
+        # Most steps late in a study repeat a configuration: known from its
+        # key alone, before the checks that need the config.
+        _, reason, key = self._judge(params)
+        if reason or key in self.results or key in self.waiting:
+            return False
+        return not self._verdict(params)[1]
 
     def _verdict(self, params: dict[str, Any]) -> tuple[ReplayConfig, str | None, str, str]:
         """(config to run, why it will not run or None, the outcome it is

@@ -49,6 +49,35 @@ def test_every_neighbour_of_a_builtin_space_derives_a_config(instance):
             space.derive(params)  # raises on a value the space cannot ground
 
 
+class Typed(SearchSpace):
+    def dimensions(self):
+        return [Categorical("a", (1, 2)), Categorical("b", (1.0, 2.0)),
+                Categorical("c", (True, False)), Int("blocks", 1, 8, when=("a", (2,))),
+                Real("fraction", 1e-3, 1.0, log=True), Int("unroll", 0, 16, step=4)]
+
+
+def test_a_step_s_distributions_are_what_sampling_it_would_ask(instance):
+    """Built once per dimension, the distributions a local step's trial is
+    written with equal those a FixedTrial records sampling the same values."""
+    spaces = [load_space(name, instance, H100) for name in ("standard", "auto", "grid-stride")]
+    for space in [*spaces, Typed(instance, H100), Conditional(instance, H100)]:
+        rng = random.Random(2)
+        study = optuna.create_study(sampler=optuna.samplers.RandomSampler(2))
+        for _ in range(60):
+            params = neighbour(space, space.sample(study.ask()), rng)
+            fixed = optuna.trial.FixedTrial(params)
+            space.sample(fixed)
+            assert space.distributions(params) == fixed.distributions, (space, params)
+    typed = Typed(instance, H100).distributions({"a": 1, "b": 1.0, "c": True,
+                                                 "fraction": 0.5, "unroll": 4})
+    # Equal choices of other types stay apart.
+    assert [typed[n].choices for n in "abc"] == [(1, 2), (1.0, 2.0), (True, False)]
+    assert [type(typed[n].choices[0]) for n in "abc"] == [int, float, bool]
+    with pytest.raises(ValueError, match="blocks"):
+        Typed(instance, H100).distributions({"a": 2, "b": 1.0, "c": True, "fraction": 0.5,
+                                             "unroll": 4})
+
+
 def test_local_steps_start_after_the_warm_up_and_leave_asks_to_the_sampler(instance):
     steps = LocalSteps(Conditional(instance, H100), seed=5)
     steps.found(1.0, {"bounds": False, "fraction": 0.5, "unroll": 8})
