@@ -9,7 +9,7 @@ import optuna
 import pytest
 from tune_doubles import H100
 
-from mneme_cc.tune.neighbours import WARM_UP, LocalSteps, neighbour
+from mneme_cc.tune.neighbours import ATTEMPTS, INCUMBENTS, WARM_UP, LocalSteps, neighbour
 from mneme_cc.tune.presets import load_space
 from mneme_cc.tune.space import Categorical, Int, Real, SearchSpace
 
@@ -89,6 +89,36 @@ def test_local_steps_start_after_the_warm_up_and_leave_asks_to_the_sampler(insta
     for value in (3.0, 0.5, 2.0, 0.1, 4.0, 0.7):
         steps.found(value, {"bounds": False, "fraction": value / 4, "unroll": 0})
     assert [v for v, _ in steps.best] == [0.1, 0.5, 0.7, 1.0, 2.0]
+
+
+class Wide(SearchSpace):
+    def dimensions(self):
+        return [Categorical(name, tuple(range(12))) for name in "abcd"]
+
+
+def test_once_near_steps_ran_out_a_step_starts_further_until_the_best_changes(instance):
+    steps = LocalSteps(Wide(instance, H100), seed=7)
+    asked: list[dict] = []
+
+    def far(params):  # only steps two parameters or more from every incumbent are new
+        asked.append(params)
+        return all(sum(params[n] != p[n] for n in p) >= 2 for _, p in steps.best)
+
+    def draws() -> int:  # the neighbours one step drew (the sampler's share passed over)
+        while True:
+            asked.clear()
+            if steps.propose(1000, far) is not None:
+                return len(asked)
+
+    steps.found(1.0, {n: 0 for n in "abcd"})
+    assert draws() > ATTEMPTS and steps.moves == 2  # every one-parameter draw first
+    assert draws() <= ATTEMPTS  # then none: it starts at two
+    for value in range(2, 1 + INCUMBENTS):  # the incumbents change
+        steps.found(float(value), {n: value for n in "abcd"})
+        assert steps.moves == 1
+        assert draws() > ATTEMPTS and steps.moves == 2
+    steps.found(99.0, {n: 11 for n in "abcd"})  # not among the best: nothing changes
+    assert steps.moves == 2 and draws() <= ATTEMPTS
 
 
 def test_a_long_kernel_gets_fewer_timed_launches_unless_the_user_chose():
