@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from mneme_cc.tune.space import Categorical, Dimension, Int, Real, SearchSpace, exists
@@ -32,8 +32,16 @@ REPEAT_WEIGHT = 0.1
 #: How many of the best configurations local steps start from.
 INCUMBENTS = 5
 #: A step moves at most MOST_MOVES parameters, drawing ATTEMPTS neighbours
-#: at each number of moves before it moves one more.
+#: at each number of moves before it moves one more; before it moves two, it
+#: takes one of the one-parameter steps not run yet.
 ATTEMPTS, MOST_MOVES = 8, 3
+
+
+def _near_ints(dim: Int, current: int) -> list[int]:
+    """The values of an integer dimension one or two steps from `current`."""
+    here, last = (current - dim.low) // dim.step, (dim.high - dim.low) // dim.step
+    return [dim.low + i * dim.step for i in range(here - 2, here + 3)
+            if i != here and 0 <= i <= last]
 
 
 def _other_value(dim: Dimension, current: Any, rng: random.Random) -> Any:
@@ -41,9 +49,8 @@ def _other_value(dim: Dimension, current: Any, rng: random.Random) -> Any:
         others = [c for c in dim.choices if c != current]
         return rng.choice(others) if others else current
     if isinstance(dim, Int):
-        here, last = (current - dim.low) // dim.step, (dim.high - dim.low) // dim.step
-        near = [i for i in range(here - 2, here + 3) if i != here and 0 <= i <= last]
-        return dim.low + rng.choice(near) * dim.step if near else current
+        near = _near_ints(dim, current)
+        return rng.choice(near) if near else current
     assert isinstance(dim, Real)
     if dim.log and dim.low > 0:
         value = math.exp(math.log(current) + rng.gauss(0.0, 0.3))
@@ -69,17 +76,42 @@ def neighbour(space: SearchSpace, params: dict[str, Any], rng: random.Random,
     if not movable:
         return None
     moved = rng.choice(movable)
+    return _moved(dims, params, moved, _other_value(moved, params[moved.name], rng), rng)
+
+
+def _moved(dims: list[Dimension], params: dict[str, Any], moved: Dimension, value: Any,
+           rng: random.Random) -> dict[str, Any]:
+    """`params` with `moved` set to `value`: the parameters that then exist and had
+    no value take a random one, those that cease to exist go."""
     out: dict[str, Any] = {}
     for dim in dims:  # in order, so a `when` sees the values it depends on
         if not exists(dim, out):
             continue
         if dim is moved:
-            out[dim.name] = _other_value(dim, params[dim.name], rng)
+            out[dim.name] = value
         elif dim.name in params:
             out[dim.name] = params[dim.name]
         else:
             out[dim.name] = _fresh_value(dim, rng)
     return out
+
+
+def one_parameter_steps(dims: list[Dimension], params: dict[str, Any],
+                        rng: random.Random) -> Iterator[dict[str, Any]]:
+    """Every step that moves one parameter of `params` as neighbour() may (a real
+    one by a single random draw)."""
+    for dim in dims:
+        if dim.name not in params:
+            continue
+        current = params[dim.name]
+        if isinstance(dim, Categorical):
+            values = [c for c in dim.choices if c != current]
+        elif isinstance(dim, Int):
+            values = _near_ints(dim, current)
+        else:
+            values = [_other_value(dim, current, rng)]
+        for value in values:
+            yield _moved(dims, params, dim, value, rng)
 
 
 class LocalSteps:
@@ -89,16 +121,16 @@ class LocalSteps:
         self.space, self.rng = space, random.Random(seed)
         self.best: list[tuple[float, dict[str, Any]]] = []  # (value, params), best first
         self.repeats = 0.0  # the share of the sampler's recent proposals that had run
-        # How many parameters the last step moved: where the next step starts.
-        # The best's near neighbours only run out (what ran stays run), so a
-        # late study's steps need not draw them again and again to find so.
-        self.moves = 1
+        # The best's one-parameter steps not run yet, listed once random draws
+        # stop finding them (late in a study, where most have run: what ran
+        # stays run, so the list only shrinks until the best change).
+        self.near: list[dict[str, Any]] | None = None
 
     def found(self, value: float, params: dict[str, Any]) -> None:
         """A verified configuration's objective value."""
         best = sorted([*self.best, (value, params)], key=lambda x: x[0])[:INCUMBENTS]
-        if best != self.best:  # new neighbours to take one step to
-            self.moves = 1
+        if best != self.best:  # new steps to take
+            self.near = None
         self.best = best
 
     def sampled(self, repeated: bool) -> None:
@@ -113,15 +145,27 @@ class LocalSteps:
         if verified < WARM_UP or not self.best or self.rng.random() < share:
             return None
         dims = self.space.dimensions()  # built once: a space builds them afresh
-        # Tries to find one not run yet (each costs a derive): one parameter
-        # moved, then two, then three, as the near ones run out.
-        for attempt in range(ATTEMPTS * (self.moves - 1), ATTEMPTS * MOST_MOVES):
-            params, moves = self.rng.choice(self.best)[1], 1 + attempt // ATTEMPTS
-            for _ in range(moves):
+
+        def new(params: dict[str, Any]) -> bool:  # each check costs a derive, once
+            return self.space.constraints(params) is None and untried(params)
+
+        # One parameter moved, then two, then three, as the near ones run out.
+        first = 0 if self.near is None else ATTEMPTS
+        for attempt in range(first, ATTEMPTS * MOST_MOVES):
+            if attempt == ATTEMPTS:  # no one-parameter step found: the ones left
+                if self.near is None:
+                    self.near = [step for _, params in self.best
+                                 for step in one_parameter_steps(dims, params, self.rng)
+                                 if new(step)]
+                    self.rng.shuffle(self.near)
+                while self.near:  # a listed step may have run since
+                    if new(step := self.near.pop()):
+                        return step
+            params = self.rng.choice(self.best)[1]
+            for _ in range(1 + attempt // ATTEMPTS):
                 params = neighbour(self.space, params, self.rng, dims)
                 if params is None:
                     return None
-            if self.space.constraints(params) is None and untried(params):
-                self.moves = moves
+            if new(params):
                 return params
         return None

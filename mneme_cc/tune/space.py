@@ -122,12 +122,15 @@ def sample_dimensions(dimensions: Sequence[Dimension], trial) -> dict[str, Any]:
 def distribution_of(dim: Dimension):
     """The Optuna distribution sample_dimensions asks `dim` with (built once:
     a local step's trial is written with its parameters' distributions)."""
-    # Choices by value_key: 1, 1.0 and True make different distributions.
-    key = (tuple(value_key(c) for c in dim.choices) if isinstance(dim, Categorical)
-           else (type(dim), dim.low, dim.high, dim.log, getattr(dim, "step", None)))
-    if (made := _DISTRIBUTIONS.get(key)) is None:
-        from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
+    if isinstance(dim, Int | Real):
+        key: Any = (type(dim), dim.low, dim.high, dim.log, getattr(dim, "step", None))
+    elif all(c is None or type(c) in PLAIN_SCALARS for c in dim.choices):
+        key = tuple((type(c), c) for c in dim.choices)  # 1, 1.0 and True stay apart
+    else:  # a user space's tuples (their lists' look-alikes): built each time
+        return CategoricalDistribution(dim.choices)
+    if (made := _DISTRIBUTIONS.get(key)) is None:
         if isinstance(dim, Int):
             made = IntDistribution(dim.low, dim.high, log=dim.log, step=dim.step)
         elif isinstance(dim, Real):
