@@ -27,7 +27,7 @@ def record(binary: Path, db: Path, *args: str, kernels: str | None = None) -> Pa
 def test_tuning_vector_add_and_spmv_finds_and_exports_a_verified_config(example_binaries,
                                                                         tmp_path):
     env = tool_env(MNEME_CACHE_DIR=str(tmp_path / "cache"))
-    summaries = {}
+    summaries, exported = {}, []
     for name, args, kernels in (("vector_add", [], None), ("cg", ["64", "5"], "^_Z4spmv")):
         db = record(example_binaries / name, tmp_path / name, *args, kernels=kernels)
         out = run(["mneme", "tune", "-rdb", str(db), "--space", "quick", "--sampler",
@@ -39,7 +39,16 @@ def test_tuning_vector_add_and_spmv_finds_and_exports_a_verified_config(example_
         # At least as fast as the application's own kernel (to timing noise).
         assert summary["best_median_ms"] <= summary["baseline"]["median_ms"] * 1.03
         proteus, own = tmp_path / f"{name}-proteus.json", tmp_path / f"{name}-tuned.json"
-        run(["mneme", "export", "-rdb", str(db), "--proteus", str(proteus), "--mneme", str(own)])
+        out = run(["mneme", "export", "-rdb", str(db), "--proteus", str(proteus), "--mneme",
+                   str(own)])
+        if summary["verdict"] == "no configuration beat the application":
+            # vector_add is bound by memory: its best may time within noise of the
+            # application's kernel, which is a candidate; then nothing is deployed.
+            assert summary["speedup"] == 1.0 and summary["measured_speedup"] <= 1.0
+            assert "no configuration beat the application" in out.stderr
+            assert not proteus.exists() and not own.exists()
+            continue
+        exported.append(name)
         (entry,) = json.loads(proteus.read_text()).values()
         types = {"Pipeline": str, "OptLevel": str, "CodeGenOptLevel": int, "CodeGen": str,
                  "SpecializeArgs": bool, "LaunchBounds": bool, "SpecializeDims": bool,
@@ -51,6 +60,7 @@ def test_tuning_vector_add_and_spmv_finds_and_exports_a_verified_config(example_
         (inst,) = RecordDB(db).instances
         with Replayer(inst, cache_dir=tmp_path / "cache") as replayer:
             assert replayer.replay(ReplayConfig.from_json(best["config"])).verified
+    assert "cg" in exported  # the export path ran: spmv has beaten its build in every run
     print(json.dumps({k: {"speedup": s["speedup"], "best_ms": s["best_median_ms"],
                           "verified_per_s": s["verified_per_second"]}
                       for k, s in summaries.items()}))
