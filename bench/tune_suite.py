@@ -66,8 +66,8 @@ def where_time_went(spent: dict[str, float]) -> str:
     return (f"wall {spent.get('wall', 0):.1f} s: before the first trial {first:.1f} "
             f"(start {spent.get('startup', 0):.1f}), ask {spent.get('ask', 0):.1f} ("
             + ", ".join(f"{k[4:]} {v:.1f}" for k, v in spent.items() if k.startswith("ask."))
-            + f"), tell {spent.get('tell', 0):.1f} (the loop on a processor "
-            f"{spent.get('loop.cpu', 0):.1f}), results written "
+            + f"), tell {spent.get('tell', 0):.1f}, the loop on a processor "
+            f"{spent.get('loop.cpu', 0):.1f}, results written "
             f"{spent.get('result.write', 0):.1f}, "
             f"report {spent.get('report', 0):.1f}, compile {total('compile.'):.1f}, "
             f"queue {spent.get('queue', 0):.1f}, gpu {total('gpu.'):.1f}")

@@ -271,8 +271,9 @@ class Tuner:
             in_flight: dict[Any, tuple] = {}  # future -> (trial, params, config, its key)
             try:
                 self.askers = askers.start(self)
-                # The loop thread's processor time, against its asks' and tells'
-                # wall time: what it waited for a processor or the GIL.
+                # The loop thread's processor time, against the wall time of its
+                # asks, tells and reports: what it waited for a processor, the
+                # GIL or a blocking call (the journal's lock).
                 cpu = time.thread_time()
                 try:
                     self._loop(ex, in_flight, trials)
