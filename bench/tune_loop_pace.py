@@ -35,11 +35,10 @@ TESTS = Path(__file__).resolve().parents[1] / "tests"
 sys.path[:0] = [str(TESTS), str(TESTS / "tune")]
 
 from synthetic_db import make_database  # noqa: E402
-from tune_doubles import H100, FakeExecutor, sleeping_compile_main, sleeping_gpu_main  # noqa: E402
+from tune_doubles import H100, EmulatedExecutor, FakeExecutor  # noqa: E402
 
 from mneme_cc.record.db import RecordDB  # noqa: E402
 from mneme_cc.replay import outcome as oc  # noqa: E402
-from mneme_cc.tune import executor as real  # noqa: E402
 from mneme_cc.tune.executor import TrialResult  # noqa: E402
 from mneme_cc.tune.settings import TuneSettings  # noqa: E402
 from mneme_cc.tune.tuner import Tuner  # noqa: E402
@@ -55,20 +54,6 @@ class InstantExecutor(FakeExecutor):
         future.set_result(TrialResult(oc.VERIFIED, config, median_ms=ms, samples_ms=[ms],
                                       registers=32))
         return future
-
-
-class SleepingCompiler(real.Worker):
-    target = staticmethod(sleeping_compile_main)
-
-
-class SleepingGpu(real.GpuWorker):
-    target = staticmethod(sleeping_gpu_main)
-
-
-class EmulatedExecutor(real.ReplayExecutor):
-    """The real executor, its workers' processes sleeping their time."""
-
-    compiler_class, gpu_worker_class = SleepingCompiler, SleepingGpu
 
 
 def one_study(instance, out: Path, seconds: float, askers: int, devices: int | None = None,

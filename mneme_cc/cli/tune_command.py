@@ -52,6 +52,11 @@ def tune(
         help="Processes asking the sampler beside the loop (default: 2 per GPU, as the "
              "cores allow: one per 4 cores less one; 0: the loop asks by itself).")] = None,
     devices: Annotated[str, typer.Option(help="GPU ordinals, e.g. 0,1.")] = "0",
+    loop_per_device: Annotated[bool, typer.Option(
+        "--loop-per-device/--one-loop",
+        help="With several devices, a tuning loop (a process) per device on the study, "
+             "each with its share of the compile processes and askers; --one-loop: one "
+             "loop feeds every device.")] = True,
     storage: Annotated[Optional[str], typer.Option(help="Optuna storage URL or journal file "
                                                    "(default: a journal file in the study's "
                                                    "directory).")] = None,
@@ -111,7 +116,7 @@ def tune(
             iterations=iterations, warmup=warmup, storage=storage,
             study_name=study, resume=resume, seed=seed, out_dir=out,
             verify=policies_file(verify), allow_numerics_change=allow_numerics_change,
-            warm_start=warm_start, race=race)
+            warm_start=warm_start, race=race, loop_per_device=loop_per_device)
         summaries.append(_tune_one(inst, settings, Tuner, interactive))
     if not interactive:
         print(json.dumps(summaries if len(summaries) > 1 else summaries[0], indent=2))

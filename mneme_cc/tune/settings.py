@@ -39,6 +39,9 @@ class TuneSettings:
     # so far (tuner.race_threshold) stops timing (LaunchTimer); one-objective
     # time studies only.
     race: bool = True
+    # With several devices, a tuning loop per device, each in its own process
+    # on the study (mneme_cc.tune.device_loops); else one loop feeds them all.
+    loop_per_device: bool = True
 
 
 #: Timed launches per trial when the study is not told: enough to cover

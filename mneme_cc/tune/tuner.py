@@ -26,6 +26,7 @@ from mneme_cc.replay.config import ReplayConfig
 from mneme_cc.replay.running.timer import RACE_LAUNCHES
 from mneme_cc.tune import askers, need_optuna, neighbours, summaries, warm_start
 from mneme_cc.tune.bitwise import LearnedNumerics, keep_numerics
+from mneme_cc.tune.device_loops import CLOSE_GRACE_S, DeviceLoops, merged, settings_for
 from mneme_cc.tune.executor import ReplayExecutor, TrialResult
 from mneme_cc.tune.exhaustive import is_queued, queue_combinations
 from mneme_cc.tune.feasibility import FaultingGeometries, Need, infeasible
@@ -85,7 +86,12 @@ class Tuner:
         optuna = need_optuna()
 
         self.instance, self.settings, self.on_trial = instance, settings, on_trial
-        self.executor = executor
+        self.executor, self.given_props = executor, props
+        # Set (an Event) where this tuner is the loop of one more device on
+        # another tuner's study: it asks once that study is ready.
+        self.joining = None
+        self.device_loops: DeviceLoops | None = None  # the other devices' loops
+        self.loop_summaries: list[dict[str, Any]] | None = None  # and what they did
         self.props = props or DeviceProperties.query(settings.devices[0])
         self.space: SearchSpace = load_space(settings.space, instance, self.props)
         iterations, warmup = timed_launches(settings, None)
@@ -193,7 +199,10 @@ class Tuner:
             self.on_trial(self, result)
 
     def summary(self) -> dict[str, Any]:
-        return summaries.summary(self)
+        own = summaries.summary(self)
+        if self.loop_summaries is None:
+            return own
+        return merged(own, self.loop_summaries, self.settings.devices[0])
 
     def best_record(self) -> dict[str, Any] | None:
         """What `mneme export` reads: the best verified config and its launch."""
@@ -201,7 +210,8 @@ class Tuner:
 
     def _write_reports(self) -> None:
         self._reported = time.perf_counter()
-        self.study_dir.write(self.summary(), self.best_record())
+        if self.joining is None:  # the study's tuner writes them, for every loop
+            self.study_dir.write(self.summary(), self.best_record())
 
     # -- the loop -----------------------------------------------------------
 
@@ -236,6 +246,27 @@ class Tuner:
         s = self.settings
         begun = time.perf_counter()
         self.deadline = begun + s.timeout if s.timeout else None
+        if len(s.devices) > 1 and s.loop_per_device and self.joining is None:
+            # The other devices' loops start their workers beside this one's;
+            # this tuner keeps the first device and its share.
+            self.device_loops = DeviceLoops(self)
+            self.settings = s = dataclasses.replace(
+                settings_for(s, s.devices[0], 0, len(s.devices)), resume=s.resume)
+        ended = False
+        try:
+            self._run(s, begun)
+            ended = True
+        finally:
+            if self.device_loops:  # on an error or Ctrl-C, they are stopped
+                self.loop_summaries = self.device_loops.close(
+                    (CLOSE_GRACE_S + (0 if s.timeout else s.trial_timeout)) if ended else None)
+                self.device_loops = None
+        self.time_spent["wall"] = time.perf_counter() - begun
+        self._adopt_study_best()  # with several processes, the best may be another's
+        self._write_reports()
+        return self.summary()
+
+    def _run(self, s: TuneSettings, begun: float) -> None:
         self.stale = reclaim_stale(self.study, self.storage, self.owner)
         earlier = self.study.get_trials(deepcopy=False)
         self.cancelled_before = sum("cancelled" in t.user_attrs for t in earlier)
@@ -259,10 +290,16 @@ class Tuner:
             self.time_spent["baselines"] = calibrating - begun - self.time_spent["startup"]
             self.space.calibrate(lambda config: self._within_deadline(ex, config))
             # After calibrate(), which may add dimensions (auto's geometry).
-            trials = queue_combinations(self.study, self.space, s.trials) \
-                if s.sampler == "exhaustive" else s.trials
-            if s.sampler != "exhaustive" and not self.study.trials:
-                self._enqueue_first()
+            if self.joining is not None:  # the study's own tuner makes it ready
+                trials = s.trials
+                self.joining.wait(self._remaining())
+            else:
+                trials = queue_combinations(self.study, self.space, s.trials) \
+                    if s.sampler == "exhaustive" else s.trials
+                if s.sampler != "exhaustive" and not self.study.trials:
+                    self._enqueue_first()
+                if self.device_loops:
+                    self.device_loops.study_ready()
             self.started = time.perf_counter()
             self.time_spent["calibrate"] = self.started - calibrating
             # The executor notes each trial's fault, and does not run a trial
@@ -288,10 +325,6 @@ class Tuner:
                         self.askers.close()
         if ex.probe_compile_seconds:  # compiled ahead, beside the trials' own; read once closed
             self.time_spent["compile.probe"] += ex.probe_compile_seconds
-        self.time_spent["wall"] = time.perf_counter() - begun
-        self._adopt_study_best()
-        self._write_reports()
-        return self.summary()
 
     def _enqueue_first(self) -> None:
         """A new study's first trials: the application's settings, then warm start's."""

@@ -751,6 +751,83 @@ def test_two_processes_share_the_default_journal(instance):
                      [instance.db.path / "tune" / "journal" / "trials.jsonl"])
 
 
+def test_a_loop_per_device_shares_one_study_and_one_summary(instance, tmp_path):
+    """Two devices: the tuner's loop on the first, a process's on the second,
+    one study (none lost, none twice); the summary adds both up, per device
+    too, and is the one on disk."""
+    from tune_doubles import EmulatedExecutor  # the real one's processes, sleeping
+
+    settings = TuneSettings(space="standard", sampler="random", trials=80, devices=[0, 1],
+                            compile_workers=2, seed=3, out_dir=tmp_path / "s",
+                            study_name="s", allow_numerics_change=True)
+    summary = Tuner(instance, settings, props=H100, executor=EmulatedExecutor).run()
+    devices = summary["devices"]
+    assert [d["device"] for d in devices] == [0, 1] and all(d["trials"] > 5 for d in devices)
+    assert summary["trials"] == sum(d["trials"] for d in devices) \
+        == sum(summary["outcomes"].values())
+    assert summary["outcomes"][oc.VERIFIED] == sum(d["verified"] for d in devices)
+    frozen = assert_one_study(open_storage(None, tmp_path / "s"), "s", 80, 2,
+                              [tmp_path / "s" / "trials.jsonl"])
+    owners = {t.user_attrs["owner"]["pid"] for t in frozen if "owner" in t.user_attrs}
+    assert len(owners) == 2  # two processes made trials
+    assert summary["best_median_ms"] == min(t.values[0] for t in frozen if t.values)
+    on_disk = json.loads((tmp_path / "s" / "summary.json").read_text())
+    assert [(d["device"], d["trials"]) for d in on_disk["devices"]] == \
+        [(d["device"], d["trials"]) for d in devices]
+    # The other loop had its share of the compile processes and its own seed.
+    from mneme_cc.tune.device_loops import settings_for
+
+    other = settings_for(settings, 1, 1, 2)
+    assert (other.devices, other.compile_workers, other.seed, other.resume) == ([1], 1, 4, True)
+
+
+def test_with_one_loop_or_a_device_that_fails_the_study_goes_on(instance, tmp_path):
+    from tune_doubles import NoSecondGpuExecutor, SlowFakeExecutor
+
+    one = TuneSettings(space="standard", sampler="random", trials=30, devices=[0, 1],
+                       compile_workers=2, out_dir=tmp_path / "one", loop_per_device=False)
+    summary = Tuner(instance, one, props=H100, executor=SlowFakeExecutor).run()
+    assert "devices" not in summary and summary["trials"] >= 30
+    failing = dataclasses.replace(one, out_dir=tmp_path / "two", loop_per_device=True)
+    summary = Tuner(instance, failing, props=H100, executor=NoSecondGpuExecutor).run()
+    assert summary["trials"] >= 30 and summary["devices"][0]["trials"] == summary["trials"]
+    assert summary["devices"][1] == {
+        "device": 1, "error": "GPU worker on device 1: cuInit failed (CUDA_ERROR_NO_DEVICE)"}
+
+
+def test_a_study_stopped_stops_every_device_s_loop_with_its_trials_closed(instance, tmp_path):
+    """Ctrl-C (here raised in the tuner's own loop) stops the other loops too,
+    and leaves no process behind."""
+    import multiprocessing
+
+    import optuna
+    from tune_doubles import SlowFakeExecutor
+
+    settings = TuneSettings(space="standard", sampler="random", trials=10**6, devices=[0, 1],
+                            compile_workers=2, out_dir=tmp_path / "s", study_name="s")
+
+    def interrupt(tuner, _result):
+        if sum(tuner.counts.values()) == 20:
+            raise KeyboardInterrupt
+
+    tuner = Tuner(instance, settings, props=H100, executor=SlowFakeExecutor, on_trial=interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        tuner.run()
+    assert not multiprocessing.active_children()
+    (other,) = tuner.loop_summaries
+    assert other == {"device": 1, "error": "interrupted"}
+    # What a loop had running when it was stopped is its dead process's, which
+    # the study's next run takes back, as after a Ctrl-C of one process.
+    from mneme_cc.tune.ownership import reclaim_stale, this_process
+
+    storage = open_storage(None, tmp_path / "s")
+    study = optuna.load_study(study_name="s", storage=storage)
+    assert len(study.trials) > 20
+    reclaim_stale(study, storage, this_process())
+    running = optuna.trial.TrialState.RUNNING
+    assert running not in {t.state for t in study.get_trials(deepcopy=False)}
+
+
 def test_storage_errors_are_one_line(instance, tmp_path):
     with pytest.raises(UsageError, match="not a storage: give a journal file"):
         open_storage(str(tmp_path / "study.txt"), tmp_path)

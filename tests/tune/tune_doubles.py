@@ -10,6 +10,7 @@ from pathlib import Path
 
 from mneme_cc.replay import outcome as oc
 from mneme_cc.replay.config import ReplayConfig
+from mneme_cc.tune import executor as real_executor
 from mneme_cc.tune.executor import TrialResult
 from mneme_cc.tune.properties import DeviceProperties
 
@@ -71,6 +72,17 @@ class SlowFakeExecutor(FakeExecutor):
     def submit(self, config):
         time.sleep(0.05)
         return super().submit(config)
+
+
+class NoSecondGpuExecutor(SlowFakeExecutor):
+    """As SlowFakeExecutor, but a replay worker cannot start on device 1."""
+
+    def __init__(self, instance, devices, **kwargs):
+        if 1 in devices:
+            from mneme_cc.errors import MnemeError
+
+            raise MnemeError("GPU worker on device 1: cuInit failed (CUDA_ERROR_NO_DEVICE)")
+        super().__init__(instance, devices, **kwargs)
 
 
 def assert_one_study(storage, study_name: str, trials: int, processes: int,
@@ -211,3 +223,18 @@ def busy_worker_main(conn, *_):
         if message == "hang":
             time.sleep(3600)
         conn.send({"outcome": "verified", "bytes": len(message)})
+
+
+class SleepingCompiler(real_executor.Worker):
+    target = staticmethod(sleeping_compile_main)
+
+
+class SleepingGpu(real_executor.GpuWorker):
+    target = staticmethod(sleeping_gpu_main)
+
+
+class EmulatedExecutor(real_executor.ReplayExecutor):
+    """The real executor (its threads, pipes and worker processes), whose
+    compile processes and GPU workers only sleep a compile's and a replay's time."""
+
+    compiler_class, gpu_worker_class = SleepingCompiler, SleepingGpu
