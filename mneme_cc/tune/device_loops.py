@@ -59,7 +59,7 @@ class DeviceLoops:
                 conn, child = _SPAWN.Pipe(duplex=False)
                 # Not a daemon: its executor starts processes of its own.
                 process = _SPAWN.Process(target=_main, args=(
-                    child, str(tuner.instance.db.path), tuner.instance.name,
+                    child, type(tuner), str(tuner.instance.db.path), tuner.instance.name,
                     settings_for(s, device, index, len(devices)), tuner.given_props,
                     tuner.executor, self.ready, deadline))
                 process.start()
@@ -104,22 +104,22 @@ class DeviceLoops:
         return out
 
 
-def _main(conn, db_path: str, name: str, settings, props, executor, ready,
+def _main(conn, tuner_class, db_path: str, name: str, settings, props, executor, ready,
           deadline: float | None) -> None:
-    """A loop's process: a tuner on one device that joins the study."""
+    """A loop's process: a tuner (of the study's tuner's class) on one device
+    that joins the study."""
     # The study's tuner says when to stop (SIGTERM, taken as Ctrl-C), once:
     # a Ctrl-C at the terminal reaches it too, and a second interrupt would
     # cut the closing of this loop's trials short.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _interrupted)
     from mneme_cc.errors import MnemeError
-    from mneme_cc.tune.tuner import Tuner
     from mneme_cc.tune.workers import _instance
 
     try:
         if deadline is not None:
             settings.timeout = max(0.001, deadline - time.time())
-        tuner = Tuner(_instance(db_path, name), settings, props=props, executor=executor)
+        tuner = tuner_class(_instance(db_path, name), settings, props=props, executor=executor)
         tuner.joining = ready
         summary = tuner.run()
         conn.send({"summary": summary})
