@@ -58,8 +58,9 @@ class InstantExecutor(FakeExecutor):
 
 def one_study(instance, out: Path, seconds: float, askers: int, devices: int | None = None,
               emulated: bool = False) -> dict:
-    """One study; with `devices`, as many GPUs and 32 compile processes."""
-    sized = {"devices": list(range(devices)), "compile_workers": 32} if devices else {}
+    """One study; with `devices`, as many GPUs fed by one loop and 32 compile processes."""
+    sized = {"devices": list(range(devices)), "compile_workers": 32,
+             "loop_per_device": False} if devices else {}
     settings = TuneSettings(trials=10**7, timeout=seconds, sampler="tpe", seed=1, out_dir=out,
                             askers=askers, **sized)
     told: list[float] = []  # when each trial was told

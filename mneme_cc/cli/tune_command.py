@@ -160,6 +160,15 @@ def _instances(database: Path, rid, kernel) -> list:
 
 
 def _tune_one(inst, settings, tuner_class, interactive: bool) -> dict:
+    summary = _run_one(inst, settings, tuner_class, interactive)
+    for loop in summary.get("devices") or []:  # the study went on without it
+        if "error" in loop:
+            print(f"mneme tune: the loop on device {loop['device']} stopped: {loop['error']}",
+                  file=sys.stderr)
+    return summary
+
+
+def _run_one(inst, settings, tuner_class, interactive: bool) -> dict:
     if not interactive:
         return tuner_class(inst, settings).run()
     from rich.console import Console

@@ -4,14 +4,17 @@ each with its GPU's replay worker, its share of the compile processes and
 askers, on the same study (as processes on several hosts share one).
 
 One loop's asks, writes and tells cost milliseconds of Python a trial on a
-GPU machine's processor (docs/tune.md, *The tuning suite*): a short
-kernel's study on two GPUs waited for it (wave3d: 1.57x one GPU's pace)
-where a loop per GPU reached 1.85x. Each loop judges its own trials, so a
-configuration may run on two GPUs; the study still holds every trial once.
+GPU machine's processor (docs/tune.md, *The tuning suite*): one loop
+feeding two GPUs set a short kernel's pace (wave3d: 1.57x one GPU's),
+where two `mneme tune` processes on one study, a GPU each, reached 1.85x.
+Each loop judges its own trials, so a configuration may run on two GPUs;
+the study still holds every trial once.
 
 The tuner's study is made ready first (its queue, the application's
 settings and warm start's trials enqueued): the other loops start their
-workers and baselines meanwhile, and begin asking once it is.
+workers and baselines meanwhile, and begin asking once it is. A loop
+stops as at its deadline when the study's tuner says so (SIGTERM) or dies
+(the kernel sends the SIGTERM then), closing what it has in flight.
 """
 
 from __future__ import annotations
@@ -24,25 +27,36 @@ import time
 from typing import Any
 
 from mneme_cc.replay import outcome as oc
+from mneme_cc.tune.askers import automatic_count
 
 _SPAWN = multiprocessing.get_context("spawn")  # CUDA state must not be forked
-#: Seconds a loop may take past the study's deadline to close its trials and
-#: answer, before it is stopped; and once interrupted.
+#: Seconds a loop may take past the study's end to close its trials and
+#: answer, before it is killed; and once told to stop.
 CLOSE_GRACE_S, STOP_GRACE_S = 30.0, 10.0
+
+
+def wanted(settings) -> bool:
+    """A loop per device: several devices, one objective (the study's best is
+    then one trial every loop can adopt) and not SQLite, which takes one
+    writer at a time (as for askers)."""
+    return settings.loop_per_device and len(settings.devices) > 1 and \
+        len(settings.objectives) == 1 and not (settings.storage or "").startswith("sqlite")
 
 
 def settings_for(settings, device: int, index: int, loops: int):
     """The settings of the loop on `device`, the `index`-th of `loops`: its
-    share of the compile processes and of asker processes the user set, and
-    its own seed (the same one would propose the same configurations)."""
+    share of the compile processes (at least one) and of the askers (as many
+    as the study would have had in all), and its own seed (the same one
+    would propose the same configurations)."""
     def share(total: int) -> int:
         return total // loops + (index < total % loops)
 
     workers = settings.compile_workers or os.cpu_count() or 1
+    askers = automatic_count(gpus=loops) if settings.askers is None else settings.askers
     return dataclasses.replace(
         settings, devices=[device], compile_workers=max(1, share(workers)),
-        askers=None if settings.askers is None else share(settings.askers),
-        seed=None if settings.seed is None else settings.seed + index, resume=True)
+        askers=share(askers), seed=None if settings.seed is None else settings.seed + index,
+        resume=True)
 
 
 class DeviceLoops:
@@ -59,81 +73,110 @@ class DeviceLoops:
                 conn, child = _SPAWN.Pipe(duplex=False)
                 # Not a daemon: its executor starts processes of its own.
                 process = _SPAWN.Process(target=_main, args=(
-                    child, type(tuner), str(tuner.instance.db.path), tuner.instance.name,
-                    settings_for(s, device, index, len(devices)), tuner.given_props,
-                    tuner.executor, self.ready, deadline))
+                    child, os.getpid(), type(tuner), str(tuner.instance.db.path),
+                    tuner.instance.name, settings_for(s, device, index, len(devices)),
+                    tuner.given_props, tuner.executor, self.ready, deadline))
                 process.start()
                 child.close()
                 self.loops.append((device, process, conn))
         except BaseException:
-            self.close(0.0)
+            self.close(None)
             raise
 
     def study_ready(self) -> None:
         self.ready.set()
 
     def close(self, grace: float | None = CLOSE_GRACE_S) -> list[dict[str, Any]]:
-        """Each loop's summary (or its error), once it ended; a loop still
-        running after `grace` seconds is stopped. None: the study stops (an
-        error, Ctrl-C): each loop is interrupted, closes its trials and ends."""
+        """Each loop's summary (or why it has none), once it ended; a loop
+        still running after `grace` seconds is killed. None: the study stops
+        (an error, Ctrl-C): each loop stops as at its deadline first."""
         if grace is None:
-            for _, process, _ in self.loops:
-                if process.is_alive():
-                    process.terminate()  # taken as Ctrl-C there (_main)
+            self._stop()
             grace = STOP_GRACE_S
         self.ready.set()  # a loop waiting for the study does not wait on
         ended = time.monotonic() + grace
         out = []
-        for device, process, conn in self.loops:
-            answer = None
-            if conn.poll(max(0.0, ended - time.monotonic())):
-                try:
-                    answer = conn.recv()
-                except (EOFError, OSError):
-                    pass
-            process.join(max(0.0, ended - time.monotonic()) if answer else 0.0)
-            if process.is_alive():
-                process.kill()
-                process.join()
-            if not isinstance(answer, dict):
-                answer = {"error": f"the loop on device {device} ended without a summary "
-                                   f"(exit status {process.exitcode})"}
-            out.append({"device": device, **answer})
-            conn.close()
+        try:
+            for device, process, conn in self.loops:
+                answer = None
+                if conn.poll(max(0.0, ended - time.monotonic())):
+                    try:
+                        answer = conn.recv()
+                    except (EOFError, OSError):
+                        pass
+                process.join(max(0.0, ended - time.monotonic()) if answer else 0.0)
+                if process.is_alive():
+                    process.kill()
+                    process.join()
+                if not isinstance(answer, dict):
+                    answer = {"error": f"the loop on device {device} ended without a "
+                                       f"summary (exit status {process.exitcode})"}
+                out.append({"device": device, **answer})
+        except BaseException:  # Ctrl-C while waiting: none is left running
+            self._stop()
+            raise
+        finally:
+            for _, _, conn in self.loops:
+                conn.close()
         self.loops = []
         return out
 
+    def _stop(self) -> None:
+        for _, process, _ in self.loops:
+            if process.is_alive():
+                process.terminate()  # the loop's signal to stop (_main)
 
-def _main(conn, tuner_class, db_path: str, name: str, settings, props, executor, ready,
-          deadline: float | None) -> None:
+
+def _main(conn, parent: int, tuner_class, db_path: str, name: str, settings, props,
+          executor, ready, deadline: float | None) -> None:
     """A loop's process: a tuner (of the study's tuner's class) on one device
     that joins the study."""
-    # The study's tuner says when to stop (SIGTERM, taken as Ctrl-C), once:
-    # a Ctrl-C at the terminal reaches it too, and a second interrupt would
-    # cut the closing of this loop's trials short.
+    # The study's tuner says when to stop (SIGTERM); a Ctrl-C at the terminal
+    # reaches that tuner, which does. The kernel sends the SIGTERM too if the
+    # study's tuner dies.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _interrupted)
+    joined: list = []
+
+    def stop(signum, frame):
+        if not joined:
+            raise KeyboardInterrupt
+        joined[0].stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    if not _ends_with(parent):
+        return
     from mneme_cc.errors import MnemeError
     from mneme_cc.tune.workers import _instance
 
     try:
-        if deadline is not None:
-            settings.timeout = max(0.001, deadline - time.time())
         tuner = tuner_class(_instance(db_path, name), settings, props=props, executor=executor)
         tuner.joining = ready
-        summary = tuner.run()
-        conn.send({"summary": summary})
+        if deadline is not None:  # the study's, not one that starts now
+            settings.timeout = max(0.001, deadline - time.time())
+        joined.append(tuner)
+        answer = {"summary": tuner.run()}
     except KeyboardInterrupt:
-        conn.send({"error": "interrupted"})
+        answer = {"error": "stopped before it began"}
     except MnemeError as exc:
-        conn.send({"error": str(exc)})
+        answer = {"error": str(exc)}
     except Exception as exc:  # noqa: BLE001 - said to the tuner, which goes on
-        conn.send({"error": f"{type(exc).__name__}: {exc}"})
+        answer = {"error": f"{type(exc).__name__}: {exc}"}
+    try:
+        conn.send(answer)
+    except OSError:  # the study's tuner is gone
+        pass
 
 
-def _interrupted(signum, frame):
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise KeyboardInterrupt
+def _ends_with(parent: int) -> bool:
+    """Asks the kernel for a SIGTERM when the parent dies (Linux); False if
+    it has died already."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    return os.getppid() == parent
 
 
 #: Summary fields that add up over the loops.
@@ -176,5 +219,4 @@ def merged(own: dict[str, Any], loops: list[dict[str, Any]], device: int) -> dic
 def _device_row(device: int, summary: dict[str, Any]) -> dict[str, Any]:
     return {"device": device, "trials": summary["trials"],
             "verified": sum(summary["outcomes"].get(o, 0) for o in oc.PASSED),
-            "verified_per_second": summary["verified_per_second"],
-            "best_median_ms": summary["best_median_ms"]}
+            "verified_per_second": summary["verified_per_second"]}

@@ -27,6 +27,7 @@ from mneme_cc.replay.running.timer import RACE_LAUNCHES
 from mneme_cc.tune import askers, need_optuna, neighbours, summaries, warm_start
 from mneme_cc.tune.bitwise import LearnedNumerics, keep_numerics
 from mneme_cc.tune.device_loops import CLOSE_GRACE_S, DeviceLoops, merged, settings_for
+from mneme_cc.tune.device_loops import wanted as device_loops_wanted
 from mneme_cc.tune.executor import ReplayExecutor, TrialResult
 from mneme_cc.tune.exhaustive import is_queued, queue_combinations
 from mneme_cc.tune.feasibility import FaultingGeometries, Need, infeasible
@@ -90,6 +91,7 @@ class Tuner:
         # Set (an Event) where this tuner is the loop of one more device on
         # another tuner's study: it asks once that study is ready.
         self.joining = None
+        self.stopped = False  # stop() was called
         self.device_loops: DeviceLoops | None = None  # the other devices' loops
         self.loop_summaries: list[dict[str, Any]] | None = None  # and what they did
         self.props = props or DeviceProperties.query(settings.devices[0])
@@ -245,8 +247,8 @@ class Tuner:
         until --timeout: then what is in flight is cancelled and closed."""
         s = self.settings
         begun = time.perf_counter()
-        self.deadline = begun + s.timeout if s.timeout else None
-        if len(s.devices) > 1 and s.loop_per_device and self.joining is None:
+        self.deadline = begun if self.stopped else begun + s.timeout if s.timeout else None
+        if self.joining is None and device_loops_wanted(s):
             # The other devices' loops start their workers beside this one's;
             # this tuner keeps the first device and its share.
             self.device_loops = DeviceLoops(self)
@@ -258,8 +260,8 @@ class Tuner:
             ended = True
         finally:
             if self.device_loops:  # on an error or Ctrl-C, they are stopped
-                self.loop_summaries = self.device_loops.close(
-                    (CLOSE_GRACE_S + (0 if s.timeout else s.trial_timeout)) if ended else None)
+                self.loop_summaries = self.device_loops.close((CLOSE_GRACE_S + (
+                    0 if s.timeout else s.trial_timeout + s.compile_timeout)) if ended else None)
                 self.device_loops = None
         self.time_spent["wall"] = time.perf_counter() - begun
         self._adopt_study_best()  # with several processes, the best may be another's
@@ -292,7 +294,8 @@ class Tuner:
             # After calibrate(), which may add dimensions (auto's geometry).
             if self.joining is not None:  # the study's own tuner makes it ready
                 trials = s.trials
-                self.joining.wait(self._remaining())
+                while not self.joining.wait(0.1) and not self._past_deadline():
+                    pass
             else:
                 trials = queue_combinations(self.study, self.space, s.trials) \
                     if s.sampler == "exhaustive" else s.trials
@@ -333,6 +336,12 @@ class Tuner:
             self.study.enqueue_trial(first)
         if self.settings.warm_start:
             warm_start.enqueue(self.study, self.name, self.instance, self.space)
+
+    def stop(self) -> None:
+        """Ends the study as its deadline would, now: what is in flight is
+        cancelled and closed (from a signal handler, or another thread)."""
+        self.stopped = True
+        self.deadline = time.perf_counter()
 
     def _past_deadline(self) -> bool:
         return self.deadline is not None and time.perf_counter() >= self.deadline
