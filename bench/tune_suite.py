@@ -121,7 +121,7 @@ def study(examples: Path, scratch: Path, name: str, args: list[str], kernel: str
             "where": where_time_went(s["time_spent"]), "askers": s.get("askers"),
             "raced": s.get("raced"), "worker_restarts": s.get("worker_restarts"),
             "learned_numerics": s.get("learned_numerics"),
-            "gpu_floor_per_s": gpu_floor(s)}
+            "gpu_floor_per_s": gpu_floor(s), "loops": len(s.get("devices") or [None])}
 
 
 def warm_start_check(examples: Path, scratch: Path, name: str, args: list[str], kernel: str,
@@ -198,9 +198,10 @@ def main() -> None:
               f"({distinct[len(distinct) // 2]:.1f} distinct configurations); "
               f"most over budget {max(r['over_budget_s'] for r in good):.1f} s; "
               f"refusals {sum(r['refusals'] for r in good) / len(good):.1%}")
+        # With a loop per GPU, ask and tell are summed over the loops.
         loop = sorted((r["time_spent"].get("ask", 0) + r["time_spent"].get("tell", 0))
-                      / r["time_spent"]["wall"] for r in good)
-        print(f"the tuner's own loop (ask + tell) / wall: median {loop[len(loop) // 2]:.0%} "
+                      / (r["time_spent"]["wall"] * r.get("loops", 1)) for r in good)
+        print(f"the tuning loops (ask + tell) / wall: median {loop[len(loop) // 2]:.0%} "
               f"({loop[0]:.0%}-{loop[-1]:.0%})")
         floors = sorted(r["gpu_floor_per_s"] for r in good if r.get("gpu_floor_per_s"))
         shares = sorted(r["verified_per_s"] / r["gpu_floor_per_s"] for r in good
