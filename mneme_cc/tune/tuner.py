@@ -283,10 +283,8 @@ class Tuner:
                             compile_timeout=s.compile_timeout) as ex:
             self.time_spent["startup"] = time.perf_counter() - begun
             self.baseline = self._within_deadline(ex, self.space.baseline())
-            chosen = study_timed_launches(self.study, s, self.baseline.median_ms)
-            if chosen != {k: self.space.run[k] for k in chosen}:  # the baseline times alike
-                self.space.run.update(chosen)
-                self.baseline = self._within_deadline(ex, self.space.baseline())
+            if self.joining is None:  # a joining loop times as the study's tuner chose
+                self._time_as_the_study(ex, s)
             self.need = self._need(ex)
             calibrating = time.perf_counter()
             self.time_spent["baselines"] = calibrating - begun - self.time_spent["startup"]
@@ -296,6 +294,7 @@ class Tuner:
                 trials = s.trials
                 while not self.joining.wait(0.1) and not self._past_deadline():
                     pass
+                self._time_as_the_study(ex, s)
             else:
                 trials = queue_combinations(self.study, self.space, s.trials) \
                     if s.sampler == "exhaustive" else s.trials
@@ -328,6 +327,14 @@ class Tuner:
                         self.askers.close()
         if ex.probe_compile_seconds:  # compiled ahead, beside the trials' own; read once closed
             self.time_spent["compile.probe"] += ex.probe_compile_seconds
+
+    def _time_as_the_study(self, ex, s: TuneSettings) -> None:
+        """The study's timed launches (chosen by its first process from the
+        application's kernel time), and the baseline timed alike."""
+        chosen = study_timed_launches(self.study, s, self.baseline.median_ms)
+        if chosen != {k: self.space.run[k] for k in chosen}:
+            self.space.run.update(chosen)
+            self.baseline = self._within_deadline(ex, self.space.baseline())
 
     def _enqueue_first(self) -> None:
         """A new study's first trials: the application's settings, then warm start's."""

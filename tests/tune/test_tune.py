@@ -761,7 +761,8 @@ def test_a_loop_per_device_shares_one_study_and_one_summary(instance, tmp_path):
     settings = TuneSettings(space="standard", sampler="random", trials=80, devices=[0, 1],
                             compile_workers=2, seed=3, out_dir=tmp_path / "s",
                             study_name="s", allow_numerics_change=True)
-    summary = Tuner(instance, settings, props=H100, executor=EmulatedExecutor).run()
+    tuner = Tuner(instance, settings, props=H100, executor=EmulatedExecutor)
+    summary = tuner.run()
     devices = summary["devices"]
     assert [d["device"] for d in devices] == [0, 1] and all(d["trials"] > 5 for d in devices)
     assert summary["trials"] == sum(d["trials"] for d in devices) \
@@ -772,6 +773,10 @@ def test_a_loop_per_device_shares_one_study_and_one_summary(instance, tmp_path):
     owners = {t.user_attrs["owner"]["pid"] for t in frozen if "owner" in t.user_attrs}
     assert len(owners) == 2  # two processes made trials
     assert summary["best_median_ms"] == min(t.values[0] for t in frozen if t.values)
+    # Both loops time as the study chose once.
+    (other,) = tuner.loop_summaries
+    assert summary["timed_launches"] == other["summary"]["timed_launches"] == \
+        tuner.study.user_attrs["timed_launches"]
     on_disk = json.loads((tmp_path / "s" / "summary.json").read_text())
     assert [(d["device"], d["trials"]) for d in on_disk["devices"]] == \
         [(d["device"], d["trials"]) for d in devices]
