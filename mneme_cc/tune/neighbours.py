@@ -37,20 +37,20 @@ INCUMBENTS = 5
 ATTEMPTS, MOST_MOVES = 8, 3
 
 
-def _near_ints(dim: Int, current: int) -> list[int]:
-    """The values of an integer dimension one or two steps from `current`."""
+def _other_values(dim: Categorical | Int, current: Any) -> list[Any]:
+    """The values a step may move a discrete dimension to: another choice, or
+    an integer one or two steps away."""
+    if isinstance(dim, Categorical):
+        return [c for c in dim.choices if c != current]
     here, last = (current - dim.low) // dim.step, (dim.high - dim.low) // dim.step
     return [dim.low + i * dim.step for i in range(here - 2, here + 3)
             if i != here and 0 <= i <= last]
 
 
 def _other_value(dim: Dimension, current: Any, rng: random.Random) -> Any:
-    if isinstance(dim, Categorical):
-        others = [c for c in dim.choices if c != current]
+    if isinstance(dim, Categorical | Int):
+        others = _other_values(dim, current)
         return rng.choice(others) if others else current
-    if isinstance(dim, Int):
-        near = _near_ints(dim, current)
-        return rng.choice(near) if near else current
     assert isinstance(dim, Real)
     if dim.log and dim.low > 0:
         value = math.exp(math.log(current) + rng.gauss(0.0, 0.3))
@@ -104,12 +104,8 @@ def one_parameter_steps(dims: list[Dimension], params: dict[str, Any],
         if dim.name not in params:
             continue
         current = params[dim.name]
-        if isinstance(dim, Categorical):
-            values = [c for c in dim.choices if c != current]
-        elif isinstance(dim, Int):
-            values = _near_ints(dim, current)
-        else:
-            values = [_other_value(dim, current, rng)]
+        values = _other_values(dim, current) if isinstance(dim, Categorical | Int) \
+            else [_other_value(dim, current, rng)]
         for value in values:
             yield _moved(dims, params, dim, value, rng)
 
@@ -150,22 +146,28 @@ class LocalSteps:
             return self.space.constraints(params) is None and untried(params)
 
         # One parameter moved, then two, then three, as the near ones run out.
-        first = 0 if self.near is None else ATTEMPTS
-        for attempt in range(first, ATTEMPTS * MOST_MOVES):
-            if attempt == ATTEMPTS:  # no one-parameter step found: the ones left
-                if self.near is None:
-                    self.near = [step for _, params in self.best
-                                 for step in one_parameter_steps(dims, params, self.rng)
-                                 if new(step)]
-                    self.rng.shuffle(self.near)
-                while self.near:  # a listed step may have run since
-                    if new(step := self.near.pop()):
-                        return step
-            params = self.rng.choice(self.best)[1]
-            for _ in range(1 + attempt // ATTEMPTS):
-                params = neighbour(self.space, params, self.rng, dims)
-                if params is None:
-                    return None
-            if new(params):
-                return params
+        if self.near is None:
+            for _ in range(ATTEMPTS):
+                if (step := self._draw(1, dims)) is None or new(step):
+                    return step
+            # None found: the ones left, listed once.
+            self.near = [step for _, params in self.best
+                         for step in one_parameter_steps(dims, params, self.rng) if new(step)]
+            self.rng.shuffle(self.near)
+        while self.near:  # a listed step may have run since
+            if new(step := self.near.pop()):
+                return step
+        for attempt in range(ATTEMPTS, ATTEMPTS * MOST_MOVES):
+            if (step := self._draw(1 + attempt // ATTEMPTS, dims)) is None or new(step):
+                return step
         return None
+
+    def _draw(self, moves: int, dims: list[Dimension]) -> dict[str, Any] | None:
+        """One of the best with `moves` parameters moved at random; None when the
+        space has nothing to move."""
+        params: dict[str, Any] | None = self.rng.choice(self.best)[1]
+        for _ in range(moves):
+            params = neighbour(self.space, params, self.rng, dims)
+            if params is None:
+                return None
+        return params

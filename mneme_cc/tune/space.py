@@ -122,25 +122,27 @@ def sample_dimensions(dimensions: Sequence[Dimension], trial) -> dict[str, Any]:
 def distribution_of(dim: Dimension):
     """The Optuna distribution sample_dimensions asks `dim` with (built once:
     a local step's trial is written with its parameters' distributions)."""
-    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
-
     if isinstance(dim, Int | Real):
         key: Any = (type(dim), dim.low, dim.high, dim.log, getattr(dim, "step", None))
     elif all(c is None or type(c) in PLAIN_SCALARS for c in dim.choices):
         key = tuple((type(c), c) for c in dim.choices)  # 1, 1.0 and True stay apart
     else:  # a user space's tuples (their lists' look-alikes): built each time
-        return CategoricalDistribution(dim.choices)
+        return _distribution(dim)
     if (made := _DISTRIBUTIONS.get(key)) is None:
-        if isinstance(dim, Int):
-            made = IntDistribution(dim.low, dim.high, log=dim.log, step=dim.step)
-        elif isinstance(dim, Real):
-            made = FloatDistribution(dim.low, dim.high, log=dim.log)
-        else:
-            made = CategoricalDistribution(dim.choices)
         if len(_DISTRIBUTIONS) >= 4096:
             _DISTRIBUTIONS.clear()
-        _DISTRIBUTIONS[key] = made
+        made = _DISTRIBUTIONS[key] = _distribution(dim)
     return made
+
+
+def _distribution(dim: Dimension):
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    if isinstance(dim, Int):
+        return IntDistribution(dim.low, dim.high, log=dim.log, step=dim.step)
+    if isinstance(dim, Real):
+        return FloatDistribution(dim.low, dim.high, log=dim.log)
+    return CategoricalDistribution(dim.choices)
 
 
 _DISTRIBUTIONS: dict[Any, Any] = {}
