@@ -45,6 +45,8 @@ struct Driver {
   X(MemFree, cuMemFree)                                                        \
   X(MemAllocHost, cuMemAllocHost)                                              \
   X(MemcpyDtoHAsync, cuMemcpyDtoHAsync)                                        \
+  X(MemcpyHtoDAsync, cuMemcpyHtoDAsync)                                        \
+  X(MemsetD32Async, cuMemsetD32Async)                                          \
   X(StreamCreate, cuStreamCreate)                                              \
   X(StreamSynchronize, cuStreamSynchronize)                                    \
   X(EventCreate, cuEventCreate)                                                \

@@ -1,5 +1,6 @@
 #include "DeviceSnapshot.h"
 
+#include "Clock.h"
 #include "CudaApi.h"
 
 #include <algorithm>
@@ -29,10 +30,14 @@ bool DeviceSnapshot::init(std::string &Error, uint64_t PieceBytes, bool Kernels)
          (!Kernels ||
           (check(D.ModuleLoadData(&Module, MnemeHashKernelImage), "loading the hash kernel",
                  Error) &&
-           check(D.ModuleGetFunction(&Kernel, Module, "mneme_hash_chunks"),
+           check(D.ModuleGetFunction(&HashPieces, Module, "mneme_hash_pieces"),
+                 "finding the hash kernel", Error) &&
+           check(D.ModuleGetFunction(&HashFinish, Module, "mneme_hash_finish"),
                  "finding the hash kernel", Error) &&
            check(D.ModuleGetFunction(&HoldKernel, Module, "mneme_hold"),
-                 "finding the hold kernel", Error))) &&
+                 "finding the hold kernel", Error) &&
+           check(D.EventCreate(&HashStart, CU_EVENT_DEFAULT), "creating an event", Error) &&
+           check(D.EventCreate(&HashStop, CU_EVENT_DEFAULT), "creating an event", Error))) &&
          check(D.EventCreate(&Copied[0], CU_EVENT_DISABLE_TIMING), "creating an event", Error) &&
          check(D.EventCreate(&Copied[1], CU_EVENT_DISABLE_TIMING), "creating an event", Error);
 }
@@ -44,37 +49,79 @@ bool DeviceSnapshot::hold(CUstream On, uint64_t Nanoseconds) {
          CUDA_SUCCESS;
 }
 
+namespace {
+// Bytes one block of mneme_hash_pieces reads: short enough a chain of loads
+// that even one chunk spreads over the GPU, a multiple of 16 bytes.
+constexpr uint64_t HashPieceBytes = 128 << 10;
+} // namespace
+
 bool DeviceSnapshot::hash(const std::vector<DeviceRange> &Ranges, uint64_t ChunkSize,
                           std::vector<std::vector<Digest>> &Out, std::string &Error) {
   const Driver &D = driver();
+  // The nonempty ranges as HashKernel.cu's HashRange {Address, Size, First}.
+  HostRanges.clear();
   uint64_t Total = 0;
-  for (const DeviceRange &R : Ranges)
+  for (const DeviceRange &R : Ranges) {
+    if (R.Size == 0)
+      continue;
+    HostRanges.insert(HostRanges.end(), {R.Address, R.Size, Total});
     Total += (R.Size + ChunkSize - 1) / ChunkSize;
+  }
+  const uint64_t Count = HostRanges.size() / 3;
   if (Total > DigestCapacity) {
-    if (Digests)
-      D.MemFree(Digests);
+    for (CUdeviceptr *P : {&Digests, &Sums})
+      if (*P) {
+        D.MemFree(*P);
+        *P = 0;
+      }
+    DigestCapacity = 0;
     uint64_t Capacity = std::max<uint64_t>(Total, 4096);
-    if (!check(D.MemAlloc(&Digests, Capacity * sizeof(Digest)), "allocating digests", Error))
+    if (!check(D.MemAlloc(&Digests, Capacity * sizeof(Digest)), "allocating digests", Error) ||
+        !check(D.MemAlloc(&Sums, Capacity * 2 * sizeof(uint64_t)), "allocating digests", Error))
       return false;
-    if (HostDigests)
-      delete[] HostDigests;
+    delete[] HostDigests;
     HostDigests = new Digest[Capacity];
     DigestCapacity = Capacity;
   }
-  uint64_t At = 0;
-  for (const DeviceRange &R : Ranges) {
-    uint64_t Chunks = (R.Size + ChunkSize - 1) / ChunkSize;
-    if (Chunks == 0)
-      continue;
-    CUdeviceptr Base = R.Address, Dst = Digests + At * sizeof(Digest);
-    unsigned long long Size = R.Size, Chunk = ChunkSize;
-    void *Params[] = {&Base, &Size, &Chunk, &Dst};
-    if (!check(D.LaunchKernel(Kernel, static_cast<unsigned>(Chunks), 1, 1, 512, 1, 1, 0,
-                              Stream, Params, nullptr),
+  if (Count > RangeCapacity) {
+    if (RangeTable)
+      D.MemFree(RangeTable);
+    RangeTable = 0;
+    RangeCapacity = 0;
+    uint64_t Capacity = std::max<uint64_t>(Count, 256);
+    if (!check(D.MemAlloc(&RangeTable, Capacity * 3 * sizeof(uint64_t)), "allocating digests",
+               Error))
+      return false;
+    RangeCapacity = Capacity;
+  }
+  const double T0 = now();
+  D.EventRecord(HashStart, Stream);
+  if (Total) {
+    // A single piece where chunks are small (their size is a multiple of 8,
+    // not necessarily of 16).
+    unsigned long long Chunk = ChunkSize, Piece = std::min(ChunkSize, HashPieceBytes),
+                       Chunks = Total;
+    unsigned Ranged = static_cast<unsigned>(Count);
+    CUdeviceptr Table = RangeTable, Into = Sums, Digested = Digests;
+    void *PieceArgs[] = {&Table, &Ranged, &Chunk, &Piece, &Into};
+    void *FinishArgs[] = {&Table, &Ranged, &Chunk, &Chunks, &Into, &Digested};
+    const unsigned Pieces = static_cast<unsigned>((ChunkSize + Piece - 1) / Piece);
+    // Pageable source: the table is staged before the call returns.
+    if (!check(D.MemcpyHtoDAsync(RangeTable, HostRanges.data(),
+                                 HostRanges.size() * sizeof(uint64_t), Stream),
+               "copying the regions to hash", Error) ||
+        !check(D.MemsetD32Async(Sums, 0, Total * 4, Stream), "clearing digests", Error) ||
+        !check(D.LaunchKernel(HashPieces, static_cast<unsigned>(Total), Pieces, 1, 256, 1, 1, 0,
+                              Stream, PieceArgs, nullptr),
+               "launching the hash kernel", Error) ||
+        !check(D.LaunchKernel(HashFinish, static_cast<unsigned>((Total + 255) / 256), 1, 1, 256,
+                              1, 1, 0, Stream, FinishArgs, nullptr),
                "launching the hash kernel", Error))
       return false;
-    At += Chunks;
+    Timing.Launches += 2;
   }
+  D.EventRecord(HashStop, Stream);
+  const double T1 = now();
   // Pageable destination: the copy completes before the call returns.
   if (Total &&
       !check(D.MemcpyDtoHAsync(HostDigests, Digests, Total * sizeof(Digest), Stream),
@@ -82,8 +129,14 @@ bool DeviceSnapshot::hash(const std::vector<DeviceRange> &Ranges, uint64_t Chunk
     return false;
   if (!check(D.StreamSynchronize(Stream), "hashing device memory", Error))
     return false;
+  float KernelMs = 0;
+  D.EventElapsedTime(&KernelMs, HashStart, HashStop);
+  ++Timing.Calls;
+  Timing.IssueSeconds += T1 - T0;
+  Timing.DigestSeconds += now() - T1;
+  Timing.KernelSeconds += KernelMs / 1e3;
   Out.clear();
-  At = 0;
+  uint64_t At = 0;
   for (const DeviceRange &R : Ranges) {
     uint64_t Chunks = (R.Size + ChunkSize - 1) / ChunkSize;
     Out.emplace_back(HostDigests + At, HostDigests + At + Chunks);

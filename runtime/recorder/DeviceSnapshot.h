@@ -1,6 +1,6 @@
-// Reads device memory for a snapshot: hashes every chunk on the GPU (one
-// kernel launch per region, at memory bandwidth) and copies to the host
-// only the chunks the caller asks for, through a pinned staging buffer.
+// Reads device memory for a snapshot: hashes every chunk of every region on
+// the GPU (two kernel launches in all, at memory bandwidth) and copies to the
+// host only the chunks the caller asks for, through a pinned staging buffer.
 //
 // Runs on a private stream after the device is idle; never touches the
 // application's streams or the VA window.
@@ -21,6 +21,13 @@ using content_hash::Digest;
 
 struct DeviceRange {
   uint64_t Address = 0, Size = 0;
+};
+
+// Where hash() spends the application's time: issuing the kernels, the
+// kernels themselves on the GPU, and bringing the digests back.
+struct HashTiming {
+  uint64_t Calls = 0, Launches = 0;
+  double IssueSeconds = 0, DigestSeconds = 0, KernelSeconds = 0;
 };
 
 class DeviceSnapshot {
@@ -46,17 +53,22 @@ public:
   // Allocates the pinned staging halves (else the first copy to the host
   // does).
   bool pinStaging(std::string &Error);
+  const HashTiming &hashTiming() const { return Timing; }
 
 private:
   CUstream Stream = nullptr;
-  CUfunction Kernel = nullptr;
-  CUfunction HoldKernel = nullptr;
-  CUdeviceptr Digests = 0;
-  uint64_t DigestCapacity = 0;
+  CUfunction HashPieces = nullptr, HashFinish = nullptr, HoldKernel = nullptr;
+  // Per chunk: its digest and its two sums; per range, HashKernel.cu's
+  // HashRange. Grown as snapshots need.
+  CUdeviceptr Digests = 0, Sums = 0, RangeTable = 0;
+  uint64_t DigestCapacity = 0, RangeCapacity = 0;
+  std::vector<uint64_t> HostRanges;
   // Two pinned halves (from the first copy to the host on): the DMA into
   // one overlaps the copy out of the other.
   char *Staging[2] = {nullptr, nullptr};
   CUevent Copied[2] = {nullptr, nullptr};
+  CUevent HashStart = nullptr, HashStop = nullptr;
+  HashTiming Timing;
   Digest *HostDigests = nullptr;
   uint64_t StagingBytes = 0; // per half
 };

@@ -88,6 +88,7 @@ bool LaunchCapture::launch(const LaunchRequest &R, CapturedLaunch &C, cudaError_
     return false;
   }
   driver().EventElapsedTime(&C.Ms, Start, Stop);
+  KernelSeconds += C.Ms / 1e3;
   return true;
 }
 
@@ -119,7 +120,8 @@ void LaunchCapture::handOver(const CapturedLaunch &C, InstanceJob &Job) {
 CaptureStats LaunchCapture::stats() const {
   return CaptureStats{HashSeconds,       CopySeconds,
                       Copier.copiedBytes(), Copier.copyRuns(),
-                      Copier.fetcherSetupSeconds(), Copier.fetchers()};
+                      Copier.fetcherSetupSeconds(), Copier.fetchers(),
+                      Snapshot.hashTiming(), KernelSeconds};
 }
 
 } // namespace mneme::recorder

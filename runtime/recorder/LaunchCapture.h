@@ -33,6 +33,8 @@ struct CaptureStats {
   uint64_t CopiedBytes, CopyRuns;
   double FetcherSetupSeconds; // on the writer's fetch threads
   unsigned Fetchers;
+  HashTiming Hash;
+  double KernelSeconds; // the recorded launches themselves, on the GPU
 };
 
 class LaunchCapture {
@@ -61,7 +63,7 @@ private:
   bool SnapshotReady = false;
   ChunkCopier Copier;
   cudaEvent_t Start = nullptr, Stop = nullptr;
-  double HashSeconds = 0, CopySeconds = 0;
+  double HashSeconds = 0, CopySeconds = 0, KernelSeconds = 0;
 };
 
 } // namespace mneme::recorder

@@ -392,10 +392,11 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
                                              : registry().driverGlobals(K.DriverHandle);
   CapturedLaunch C;
   C.Regions = deviceRegions(Vars);
+  Phases.mark(Phase::Regions);
   std::vector<std::string> Reasons = replayBlockers(K, Args);
   auto Job = std::make_unique<InstanceJob>();
   std::string Error;
-  Phases.mark(Phase::Regions);
+  Phases.mark(Phase::Check);
   if (!Capture.prologue(C, *Job, Error)) {
     Abandon(Error);
     return R.Launch();
@@ -492,8 +493,16 @@ void Recorder::reportTimeline(double FinishBegan) const {
     ByPhase += Line;
   }
   report(ByPhase);
-  WriterStats W = Instances.writerStats();
   CaptureStats C = Capture.stats();
+  std::snprintf(Line, sizeof Line,
+                "of it: %llu snapshot hash(es) in %llu kernel launch(es), %.1f ms issuing them, "
+                "%.1f ms of them on the GPU, %.1f ms bringing the digests back (waiting for "
+                "the kernels among it); the recorded kernels ran %.1f ms",
+                static_cast<unsigned long long>(C.Hash.Calls),
+                static_cast<unsigned long long>(C.Hash.Launches), C.Hash.IssueSeconds * 1e3,
+                C.Hash.KernelSeconds * 1e3, C.Hash.DigestSeconds * 1e3, C.KernelSeconds * 1e3);
+  report(Line);
+  WriterStats W = Instances.writerStats();
   std::snprintf(Line, sizeof Line,
                 "the writer: %.3f s copying staged bytes to the host (%u threads), %.3f s "
                 "compressing and writing (%u threads), summed over its threads; %.1f ms setting "

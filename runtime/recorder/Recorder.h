@@ -104,12 +104,16 @@ private:
   double RecordSeconds = 0, FirstRecordSeconds = 0, StartedAt = 0, FinishedAt = 0;
   uint64_t RecordCalls = 0;
   // Where an instance's time on the application's thread goes: setting the
-  // capture up (the first time), waiting for the device, listing regions,
-  // the snapshot before, the timed launch, the snapshot after, describing
+  // capture up (the first time), waiting for the device, listing regions
+  // (the module's globals looked up), checking what a replay could not
+  // reserve, the snapshot before, the timed launch, the snapshot after, describing
   // the instance, queueing it.
-  enum Phase { Setup, Synchronise, Regions, Before, Launch, After, Describe, Queue, PhaseCount };
+  enum Phase {
+    Setup, Synchronise, Regions, Check, Before, Launch, After, Describe, Queue, PhaseCount
+  };
   static constexpr const char *PhaseNames[PhaseCount] = {
-      "setup", "synchronising", "regions", "before", "launch", "after", "describing", "queueing"};
+      "setup", "synchronising", "regions", "checking", "before", "launch",
+      "after",  "describing",    "queueing"};
   double PhaseSeconds[PhaseCount] = {};
   // Adds the time since the last mark to a phase.
   struct PhaseClock {
