@@ -31,6 +31,11 @@ struct KernelState {
   CUfunction Function = nullptr;
   std::vector<KernelParam> Params;
   bool ParamsKnown = false;
+  // The device addresses of its module's runtime-registered globals, looked
+  // up once (they hold until the module or the context goes): a lookup is
+  // a runtime call on the application's thread at every instance otherwise.
+  std::vector<VariableSymbol> Globals;
+  bool GlobalsKnown = false;
   const IRModule *IR = nullptr;
   uint64_t Launches = 0, Recorded = 0;
   std::set<std::string> Seen; // dynamic hashes

@@ -346,20 +346,34 @@ cudaError_t Recorder::launch(const LaunchRequest &R) {
   return Result;
 }
 
-std::vector<SnapshotRegion> Recorder::deviceRegions(const std::vector<VariableSymbol> &Vars) const {
+std::vector<SnapshotRegion> Recorder::deviceRegions(KernelState &K,
+                                                    const std::vector<VariableSymbol> &Vars) {
   std::vector<SnapshotRegion> Device;
   for (const auto &[Address, A] : Window.live())
     Device.push_back(SnapshotRegion{RegionKind::Allocation, "", Address, A.Size});
   for (const auto &[Address, Size] : Outside)
     Device.push_back(SnapshotRegion{RegionKind::Allocation, "outside-window", Address, Size});
-  for (const VariableSymbol &V : Vars) {
-    void *Address = reinterpret_cast<void *>(V.Address);
-    if (!Address &&
-        MNEME_REAL(cudaGetSymbolAddress)(&Address, V.HostVariable) != cudaSuccess)
-      continue;
-    Device.push_back(SnapshotRegion{RegionKind::Global, V.Name,
-                                    reinterpret_cast<uint64_t>(Address), V.Size});
+  // A driver module's globals come with their addresses (and grow as the
+  // application looks more up); a runtime module's are looked up, once
+  // they all resolve.
+  if (!K.Module || !K.GlobalsKnown) {
+    std::vector<VariableSymbol> Resolved;
+    bool All = true;
+    for (VariableSymbol V : Vars) {
+      void *Address = reinterpret_cast<void *>(V.Address);
+      if (!Address &&
+          MNEME_REAL(cudaGetSymbolAddress)(&Address, V.HostVariable) != cudaSuccess) {
+        All = false;
+        continue;
+      }
+      V.Address = reinterpret_cast<uint64_t>(Address);
+      Resolved.push_back(std::move(V));
+    }
+    K.Globals = std::move(Resolved);
+    K.GlobalsKnown = K.Module && All;
   }
+  for (const VariableSymbol &V : K.Globals)
+    Device.push_back(SnapshotRegion{RegionKind::Global, V.Name, V.Address, V.Size});
   return Device;
 }
 
@@ -391,7 +405,7 @@ cudaError_t Recorder::record(KernelState &K, const LaunchRequest &R, const std::
   std::vector<VariableSymbol> Vars = K.Module ? registry().variables(K.Module)
                                              : registry().driverGlobals(K.DriverHandle);
   CapturedLaunch C;
-  C.Regions = deviceRegions(Vars);
+  C.Regions = deviceRegions(K, Vars);
   Phases.mark(Phase::Regions);
   std::vector<std::string> Reasons = replayBlockers(K, Args);
   auto Job = std::make_unique<InstanceJob>();

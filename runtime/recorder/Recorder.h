@@ -67,7 +67,8 @@ private:
   std::string packArgs(const KernelState &K, void **Args) const;
   std::vector<std::string> replayBlockers(const KernelState &K, const std::string &Args);
   // Every live allocation and the module's device globals.
-  std::vector<SnapshotRegion> deviceRegions(const std::vector<VariableSymbol> &Vars) const;
+  std::vector<SnapshotRegion> deviceRegions(KernelState &K,
+                                            const std::vector<VariableSymbol> &Vars);
   // One selected, claimed launch: captured, then queued for the writer.
   cudaError_t record(KernelState &K, const LaunchRequest &R, const std::string &Args,
                      const std::string &Dynamic);

@@ -134,7 +134,7 @@ void Recorder::deviceReset() {
   // for others); runtime kernels are registered again under the same keys.
   retire([](const KernelState &K) { return K.DriverHandle != nullptr; });
   for (auto &[F, K] : Kernels)
-    K.Function = nullptr, K.ParamsKnown = false;
+    K.Function = nullptr, K.ParamsKnown = false, K.GlobalsKnown = false;
   State = Mode::Unstarted;
   Capture.reset();
 }
