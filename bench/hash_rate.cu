@@ -5,11 +5,13 @@
 // every region), and reads the same bytes with a kernel that only sums them
 // (the ceiling). Prints the median of 20 of each in ms and GB/s, then checks
 // the digests against the CPU's content hash (mneme/ContentHash.h) for
-// aligned, 8-byte-aligned and unaligned regions of odd sizes.
+// aligned, 8-byte-aligned and unaligned regions of odd sizes, with 1 MiB
+// chunks (8 pieces each) and with 4104-byte ones (one piece, not a multiple
+// of 16 bytes).
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -Iruntime/include -o /tmp/hash_rate \
 //        bench/hash_rate.cu runtime/src/ContentHash.cpp
-//   /tmp/hash_rate [SIZE_MIB=1024] [REGIONS=1]
+//   /tmp/hash_rate [SIZE_MIB=1024] [REGIONS=1]   (SIZE_MIB at least 8)
 #include "../runtime/recorder/HashKernel.cu"
 
 #include <algorithm>
@@ -26,18 +28,21 @@
     }                                                                                  \
   } while (0)
 
-constexpr unsigned long long Chunk = 1 << 20, Piece = 128 << 10;
+constexpr unsigned long long Piece = 128 << 10;
 
 // Digests of every chunk of Regions (address, size), as DeviceSnapshot::hash
 // computes them, into Out.
 struct Hasher {
+  unsigned long long Chunk;
   HashRange *Table;
   unsigned long long *Sums;
   Digest *Out;
   unsigned long long Total = 0;
   unsigned Count = 0;
 
-  Hasher(const std::vector<std::pair<const unsigned char *, unsigned long long>> &Regions) {
+  Hasher(const std::vector<std::pair<const unsigned char *, unsigned long long>> &Regions,
+         unsigned long long ChunkSize = 1 << 20)
+      : Chunk(ChunkSize) {
     std::vector<HashRange> Host;
     for (auto [Address, Size] : Regions) {
       if (Size == 0)
@@ -52,11 +57,17 @@ struct Hasher {
     CHECK(cudaMalloc(&Sums, 2 * Total * sizeof(unsigned long long)));
     CHECK(cudaMalloc(&Out, Total * sizeof(Digest)));
   }
+  ~Hasher() {
+    cudaFree(Table);
+    cudaFree(Sums);
+    cudaFree(Out);
+  }
   void run() {
-    cudaMemsetAsync(Sums, 0, 2 * Total * sizeof(unsigned long long));
-    mneme_hash_pieces<<<dim3(Total, (Chunk + Piece - 1) / Piece), 256>>>(Table, Count, Chunk,
-                                                                         Piece, Sums);
+    const unsigned long long P = std::min(Chunk, Piece);
+    CHECK(cudaMemsetAsync(Sums, 0, 2 * Total * sizeof(unsigned long long)));
+    mneme_hash_pieces<<<dim3(Total, (Chunk + P - 1) / P), 256>>>(Table, Count, Chunk, P, Sums);
     mneme_hash_finish<<<(Total + 255) / 256, 256>>>(Table, Count, Chunk, Total, Sums, Out);
+    CHECK(cudaGetLastError());
   }
   std::vector<Digest> digests() {
     std::vector<Digest> D(Total);
@@ -97,8 +108,8 @@ template <typename Launch> float median_ms(Launch L) {
 int main(int argc, char **argv) {
   const unsigned long long Size = (argc > 1 ? std::atoll(argv[1]) : 1024) << 20;
   const unsigned Regions = argc > 2 ? std::atoi(argv[2]) : 1;
-  if (Size == 0 || Regions == 0 || Size / Regions < 64) {
-    std::fprintf(stderr, "usage: %s [SIZE_MIB > 0] [REGIONS > 0]\n", argv[0]);
+  if (Size < (8ULL << 20) || Regions == 0 || Size / Regions < 64) {
+    std::fprintf(stderr, "usage: %s [SIZE_MIB >= 8] [REGIONS > 0]\n", argv[0]);
     return 2;
   }
   unsigned char *Data;
@@ -125,26 +136,29 @@ int main(int argc, char **argv) {
   });
   std::printf("read %8.3f ms %7.1f GB/s\n", Ms, Rate(Ms));
 
-  // The digests against the CPU's: regions at offsets 0, 8 and 3 of odd sizes.
+  // The digests against the CPU's: regions at offsets 0, 8 and 3 of odd
+  // sizes (within 8 MiB), for two chunk sizes.
   int Bad = 0, Checked = 0;
-  for (unsigned long long Shift : {0ULL, 8ULL, 3ULL}) {
-    std::vector<std::pair<const unsigned char *, unsigned long long>> Odd;
-    unsigned long long At = Shift;
-    for (unsigned long long Bytes : {3 * Chunk + 24, 5ULL, 0ULL, Chunk - 8, 1000ULL, Chunk + 13}) {
-      Odd.push_back({Data + At, Bytes});
-      At += Bytes + 40;
-    }
-    Hasher Check(Odd);
-    Check.run();
-    std::vector<Digest> Got = Check.digests();
-    unsigned long long K = 0;
-    for (auto [Address, Bytes] : Odd)
-      for (unsigned long long Off = 0; Off < Bytes; Off += Chunk, ++K) {
-        const unsigned char *P = Host.data() + (Address - Data) + Off;
-        Bad += Got[K] != mneme::content_hash::hash(P, std::min(Chunk, Bytes - Off));
-        ++Checked;
+  for (unsigned long long Chunk : {1ULL << 20, 4104ULL})
+    for (unsigned long long Shift : {0ULL, 8ULL, 3ULL}) {
+      std::vector<std::pair<const unsigned char *, unsigned long long>> Odd;
+      unsigned long long At = Shift;
+      for (unsigned long long Bytes :
+           {3 * Chunk + 24, 5ULL, 0ULL, Chunk - 8, 1000ULL, Chunk + 13, 2 * Piece + 8}) {
+        Odd.push_back({Data + At, Bytes});
+        At += Bytes + 40;
       }
-  }
+      Hasher Check(Odd, Chunk);
+      Check.run();
+      std::vector<Digest> Got = Check.digests();
+      unsigned long long K = 0;
+      for (auto [Address, Bytes] : Odd)
+        for (unsigned long long Off = 0; Off < Bytes; Off += Chunk, ++K) {
+          const unsigned char *P = Host.data() + (Address - Data) + Off;
+          Bad += Got[K] != mneme::content_hash::hash(P, std::min(Chunk, Bytes - Off));
+          ++Checked;
+        }
+    }
   std::printf("digests: %d of %d differ from the CPU's\n", Bad, Checked);
   return Bad ? 1 : 0;
 }

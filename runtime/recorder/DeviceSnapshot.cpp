@@ -60,12 +60,13 @@ bool DeviceSnapshot::hash(const std::vector<DeviceRange> &Ranges, uint64_t Chunk
   const Driver &D = driver();
   // The nonempty ranges as HashKernel.cu's HashRange {Address, Size, First}.
   HostRanges.clear();
-  uint64_t Total = 0;
+  uint64_t Total = 0, Largest = 0;
   for (const DeviceRange &R : Ranges) {
     if (R.Size == 0)
       continue;
     HostRanges.insert(HostRanges.end(), {R.Address, R.Size, Total});
     Total += (R.Size + ChunkSize - 1) / ChunkSize;
+    Largest = std::max(Largest, R.Size);
   }
   const uint64_t Count = HostRanges.size() / 3;
   if (Total > DigestCapacity) {
@@ -77,10 +78,10 @@ bool DeviceSnapshot::hash(const std::vector<DeviceRange> &Ranges, uint64_t Chunk
     DigestCapacity = 0;
     uint64_t Capacity = std::max<uint64_t>(Total, 4096);
     if (!check(D.MemAlloc(&Digests, Capacity * sizeof(Digest)), "allocating digests", Error) ||
-        !check(D.MemAlloc(&Sums, Capacity * 2 * sizeof(uint64_t)), "allocating digests", Error))
+        !check(D.MemAlloc(&Sums, Capacity * 2 * sizeof(uint64_t)), "allocating hash sums",
+               Error))
       return false;
-    delete[] HostDigests;
-    HostDigests = new Digest[Capacity];
+    HostDigests = std::make_unique<Digest[]>(Capacity);
     DigestCapacity = Capacity;
   }
   if (Count > RangeCapacity) {
@@ -89,8 +90,8 @@ bool DeviceSnapshot::hash(const std::vector<DeviceRange> &Ranges, uint64_t Chunk
     RangeTable = 0;
     RangeCapacity = 0;
     uint64_t Capacity = std::max<uint64_t>(Count, 256);
-    if (!check(D.MemAlloc(&RangeTable, Capacity * 3 * sizeof(uint64_t)), "allocating digests",
-               Error))
+    if (!check(D.MemAlloc(&RangeTable, Capacity * 3 * sizeof(uint64_t)),
+               "allocating the regions to hash", Error))
       return false;
     RangeCapacity = Capacity;
   }
@@ -105,7 +106,9 @@ bool DeviceSnapshot::hash(const std::vector<DeviceRange> &Ranges, uint64_t Chunk
     CUdeviceptr Table = RangeTable, Into = Sums, Digested = Digests;
     void *PieceArgs[] = {&Table, &Ranged, &Chunk, &Piece, &Into};
     void *FinishArgs[] = {&Table, &Ranged, &Chunk, &Chunks, &Into, &Digested};
-    const unsigned Pieces = static_cast<unsigned>((ChunkSize + Piece - 1) / Piece);
+    // As many pieces as the largest chunk any range has.
+    const unsigned Pieces =
+        static_cast<unsigned>((std::min(ChunkSize, Largest) + Piece - 1) / Piece);
     // Pageable source: the table is staged before the call returns.
     if (!check(D.MemcpyHtoDAsync(RangeTable, HostRanges.data(),
                                  HostRanges.size() * sizeof(uint64_t), Stream),
@@ -124,7 +127,7 @@ bool DeviceSnapshot::hash(const std::vector<DeviceRange> &Ranges, uint64_t Chunk
   const double T1 = now();
   // Pageable destination: the copy completes before the call returns.
   if (Total &&
-      !check(D.MemcpyDtoHAsync(HostDigests, Digests, Total * sizeof(Digest), Stream),
+      !check(D.MemcpyDtoHAsync(HostDigests.get(), Digests, Total * sizeof(Digest), Stream),
              "copying digests", Error))
     return false;
   if (!check(D.StreamSynchronize(Stream), "hashing device memory", Error))
@@ -139,7 +142,7 @@ bool DeviceSnapshot::hash(const std::vector<DeviceRange> &Ranges, uint64_t Chunk
   uint64_t At = 0;
   for (const DeviceRange &R : Ranges) {
     uint64_t Chunks = (R.Size + ChunkSize - 1) / ChunkSize;
-    Out.emplace_back(HostDigests + At, HostDigests + At + Chunks);
+    Out.emplace_back(HostDigests.get() + At, HostDigests.get() + At + Chunks);
     At += Chunks;
   }
   return true;

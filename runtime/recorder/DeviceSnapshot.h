@@ -12,6 +12,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,12 @@ struct DeviceRange {
 struct HashTiming {
   uint64_t Calls = 0, Launches = 0;
   double IssueSeconds = 0, DigestSeconds = 0, KernelSeconds = 0;
+  HashTiming &operator+=(const HashTiming &O) {
+    Calls += O.Calls, Launches += O.Launches;
+    IssueSeconds += O.IssueSeconds, DigestSeconds += O.DigestSeconds;
+    KernelSeconds += O.KernelSeconds;
+    return *this;
+  }
 };
 
 class DeviceSnapshot {
@@ -69,7 +76,7 @@ private:
   CUevent Copied[2] = {nullptr, nullptr};
   CUevent HashStart = nullptr, HashStop = nullptr;
   HashTiming Timing;
-  Digest *HostDigests = nullptr;
+  std::unique_ptr<Digest[]> HostDigests;
   uint64_t StagingBytes = 0; // per half
 };
 

@@ -32,10 +32,12 @@ struct KernelState {
   std::vector<KernelParam> Params;
   bool ParamsKnown = false;
   // The device addresses of its module's runtime-registered globals, looked
-  // up once (they hold until the module or the context goes): a lookup is
-  // a runtime call on the application's thread at every instance otherwise.
+  // up once (they hold until the context goes or a module is registered,
+  // as a library loaded again would be): a lookup is a runtime call on the
+  // application's thread at every instance otherwise.
   std::vector<VariableSymbol> Globals;
   bool GlobalsKnown = false;
+  uint64_t GlobalsRegistrations = 0; // the registry's count when looked up
   const IRModule *IR = nullptr;
   uint64_t Launches = 0, Recorded = 0;
   std::set<std::string> Seen; // dynamic hashes

@@ -38,6 +38,7 @@ void LaunchCapture::start(CUcontext Context) {
 
 void LaunchCapture::reset() {
   Start = Stop = nullptr;
+  PastHashes += Snapshot.hashTiming(); // the counts span every context
   Snapshot = DeviceSnapshot();
   SnapshotReady = false;
   Copier.reset();
@@ -121,7 +122,7 @@ CaptureStats LaunchCapture::stats() const {
   return CaptureStats{HashSeconds,       CopySeconds,
                       Copier.copiedBytes(), Copier.copyRuns(),
                       Copier.fetcherSetupSeconds(), Copier.fetchers(),
-                      Snapshot.hashTiming(), KernelSeconds};
+                      HashTiming(PastHashes) += Snapshot.hashTiming(), KernelSeconds};
 }
 
 } // namespace mneme::recorder

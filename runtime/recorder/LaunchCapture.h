@@ -64,6 +64,7 @@ private:
   ChunkCopier Copier;
   cudaEvent_t Start = nullptr, Stop = nullptr;
   double HashSeconds = 0, CopySeconds = 0, KernelSeconds = 0;
+  HashTiming PastHashes; // of the snapshots before a device reset
 };
 
 } // namespace mneme::recorder

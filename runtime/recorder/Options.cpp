@@ -74,8 +74,10 @@ Options load() {
   if (const char *V = env("MNEME_LAUNCHED_NS"))
     O.LaunchedAt = std::strtoull(V, nullptr, 10) / 1e9;
   O.Rank = detectRank();
-  if (O.ChunkSize < 4096 || O.ChunkSize % 8) {
-    O.Errors.push_back("MNEME_CHUNK_SIZE must be a multiple of 8, at least 4096");
+  // The store's bound on a chunk, which also keeps a chunk's hash pieces
+  // within a grid's dimension.
+  if (O.ChunkSize < 4096 || O.ChunkSize % 8 || O.ChunkSize > (1ULL << 30)) {
+    O.Errors.push_back("MNEME_CHUNK_SIZE must be a multiple of 8, from 4096 to 1 GiB");
     O.ChunkSize = 1 << 20;
   }
   return O;

@@ -356,7 +356,8 @@ std::vector<SnapshotRegion> Recorder::deviceRegions(KernelState &K,
   // A driver module's globals come with their addresses (and grow as the
   // application looks more up); a runtime module's are looked up, once
   // they all resolve.
-  if (!K.Module || !K.GlobalsKnown) {
+  const uint64_t Registrations = registry().registrations();
+  if (!K.Module || !K.GlobalsKnown || K.GlobalsRegistrations != Registrations) {
     std::vector<VariableSymbol> Resolved;
     bool All = true;
     for (VariableSymbol V : Vars) {
@@ -371,6 +372,7 @@ std::vector<SnapshotRegion> Recorder::deviceRegions(KernelState &K,
     }
     K.Globals = std::move(Resolved);
     K.GlobalsKnown = K.Module && All;
+    K.GlobalsRegistrations = Registrations;
   }
   for (const VariableSymbol &V : K.Globals)
     Device.push_back(SnapshotRegion{RegionKind::Global, V.Name, V.Address, V.Size});

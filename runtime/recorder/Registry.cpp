@@ -113,6 +113,7 @@ void Registry::addFatBinary(void **Handle, const void *Wrapper) {
       Image = std::string_view(reinterpret_cast<const char *>(W->Data), HeaderSize + FatSize);
   }
   Images[Handle] = Image;
+  ++Registrations;
 }
 
 void Registry::addFunction(void **Handle, const void *HostFunction, const char *DeviceName) {
@@ -124,6 +125,7 @@ void Registry::addVariable(void **Handle, const void *HostVariable, const char *
                            uint64_t Size, bool Constant) {
   std::lock_guard<std::mutex> G(Lock);
   Variables.push_back(VariableSymbol{DeviceName, Handle, HostVariable, Size, Constant});
+  ++Registrations;
 }
 
 void Registry::addIR(const void *Data, uint64_t Size) {

@@ -6,6 +6,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -85,6 +86,9 @@ public:
 
   const KernelSymbol *kernel(const void *HostFunction) const;
   std::vector<VariableSymbol> variables(void **Module) const;
+  // How many fat binaries and variables the runtime has registered so far:
+  // a change means a module came (or came back) since.
+  uint64_t registrations() const { return Registrations.load(); }
   // The IR defining Kernel, preferring Arch, then a linked module; null if
   // no module carries it.
   const IRModule *irFor(const std::string &Kernel, const std::string &Arch) const;
@@ -105,6 +109,7 @@ private:
   std::map<const void *, KernelSymbol> Kernels;
   std::map<const void *, const void *> Handles; // kernel handle -> host function
   std::vector<VariableSymbol> Variables;
+  std::atomic<uint64_t> Registrations{0};
   std::deque<IRModule> IR; // stable addresses for irFor()
   // CUmodule or CUlibrary -> image; images are kept for the process's life
   // (kernels recorded from them hold views), a handle reused points anew.
