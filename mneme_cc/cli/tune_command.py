@@ -175,6 +175,8 @@ def _run_one(inst, settings, tuner_class, interactive: bool) -> dict:
     from rich.live import Live
     from rich.table import Table
 
+    from mneme_cc.tune.device_loops import live_progress
+
     console = Console()
     console.print(f"[bold]{inst.demangled}[/] {inst.name}")
 
@@ -184,7 +186,12 @@ def _run_one(inst, settings, tuner_class, interactive: bool) -> dict:
         outcomes = ", ".join(f"{k} {v}" for k, v in sorted(s["outcomes"].items())) or "-"
         best = f"{s['best_median_ms']:.4f} ms" if s["best_median_ms"] else "-"
         speedup = f"{s['speedup']:.3f}x" if s["speedup"] else "-"
-        grid.add_row("trials", f"{s['trials']}/{settings.trials}", "outcomes", outcomes)
+        loops = live_progress(tuner, s)  # a loop per GPU: every loop's trials
+        trials = sum(t for _, t, _ in loops) if loops else s["trials"]
+        grid.add_row("trials", f"{trials}/{settings.trials}", "outcomes", outcomes)
+        if loops:
+            grid.add_row("per GPU", ", ".join(f"{d}: {t} ({v} verified)" for d, t, v in loops),
+                         "", "")
         grid.add_row("best", best, "speedup", speedup)
         grid.add_row("verdict", s["verdict"], "", "")
         grid.add_row("observations/s", f"{s['observations_per_second']:.1f}",

@@ -14,7 +14,9 @@ The tuner's study is made ready first (its queue, the application's
 settings and warm start's trials enqueued): the other loops start their
 workers and baselines meanwhile, and begin asking once it is. A loop
 stops as at its deadline when the study's tuner says so (SIGTERM) or dies
-(the kernel sends the SIGTERM then), closing what it has in flight.
+(the kernel sends the SIGTERM then), closing what it has in flight. Each
+loop counts its trials and verified trials in memory the study's tuner
+reads, so that its live table shows every GPU's.
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ class DeviceLoops:
         devices = s.devices
         self.ready = _SPAWN.Event()  # set once the tuner's study is ready
         self.loops: list[tuple[int, Any, Any]] = []  # (device, process, connection)
+        # Per other loop: its trials and verified trials so far (each written
+        # by its loop alone).
+        self.counts = _SPAWN.RawArray("q", 2 * (len(devices) - 1))
+        self.devices = devices[1:]
         deadline = None if tuner.deadline is None else time.time() + tuner._remaining()
         try:
             for index, device in enumerate(devices[1:], start=1):
@@ -75,7 +81,8 @@ class DeviceLoops:
                 process = _SPAWN.Process(target=_main, args=(
                     child, os.getpid(), type(tuner), str(tuner.instance.db.path),
                     tuner.instance.name, settings_for(s, device, index, len(devices)),
-                    tuner.given_props, tuner.executor, self.ready, deadline))
+                    tuner.given_props, tuner.executor, self.ready, deadline,
+                    self.counts, index - 1))
                 process.start()
                 child.close()
                 self.loops.append((device, process, conn))
@@ -85,6 +92,11 @@ class DeviceLoops:
 
     def study_ready(self) -> None:
         self.ready.set()
+
+    def progress(self) -> list[tuple[int, int, int]]:
+        """(device, trials, verified trials) of each other loop so far."""
+        return [(device, self.counts[2 * i], self.counts[2 * i + 1])
+                for i, device in enumerate(self.devices)]
 
     def close(self, grace: float | None = CLOSE_GRACE_S) -> list[dict[str, Any]]:
         """Each loop's summary (or why it has none), once it ended; a loop
@@ -128,9 +140,10 @@ class DeviceLoops:
 
 
 def _main(conn, parent: int, tuner_class, db_path: str, name: str, settings, props,
-          executor, ready, deadline: float | None) -> None:
+          executor, ready, deadline: float | None, counts, slot: int) -> None:
     """A loop's process: a tuner (of the study's tuner's class) on one device
-    that joins the study."""
+    that joins the study, counting its trials in counts[2 * slot] and its
+    verified ones in counts[2 * slot + 1]."""
     # The study's tuner says when to stop (SIGTERM); a Ctrl-C at the terminal
     # reaches that tuner, which does. The kernel sends the SIGTERM too if the
     # study's tuner dies.
@@ -148,8 +161,13 @@ def _main(conn, parent: int, tuner_class, db_path: str, name: str, settings, pro
     from mneme_cc.errors import MnemeError
     from mneme_cc.tune.workers import _instance
 
+    def counted(tuner, result) -> None:
+        counts[2 * slot] += 1
+        counts[2 * slot + 1] += result.outcome in oc.PASSED
+
     try:
-        tuner = tuner_class(_instance(db_path, name), settings, props=props, executor=executor)
+        tuner = tuner_class(_instance(db_path, name), settings, on_trial=counted, props=props,
+                            executor=executor)
         tuner.joining = ready
         if deadline is not None:  # the study's, not one that starts now
             settings.timeout = max(0.001, deadline - time.time())
@@ -177,6 +195,20 @@ def _ends_with(parent: int) -> bool:
     except (OSError, AttributeError):
         pass
     return os.getppid() == parent
+
+
+def live_progress(tuner, summary: dict[str, Any]) -> list[tuple[int, int, int]]:
+    """(device, trials, verified trials) of each loop of tuner's study, for
+    its live table: its own summary's and the other loops' counts while they
+    run, the merged summary's rows once they ended; [] with one loop."""
+    if summary.get("devices"):
+        return [(d["device"], d["trials"], d["verified"]) for d in summary["devices"]
+                if "trials" in d]
+    if not tuner.device_loops:
+        return []
+    verified = sum(summary["outcomes"].get(o, 0) for o in oc.PASSED)
+    return [(tuner.settings.devices[0], summary["trials"], verified),
+            *tuner.device_loops.progress()]
 
 
 #: Summary fields that add up over the loops.

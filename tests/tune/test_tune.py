@@ -758,16 +758,31 @@ def test_a_loop_per_device_shares_one_study_and_one_summary(instance, tmp_path):
     too, and is the one on disk."""
     from tune_doubles import EmulatedExecutor  # the real one's processes, sleeping
 
+    from mneme_cc.tune.device_loops import live_progress
+
     settings = TuneSettings(space="standard", sampler="random", trials=80, devices=[0, 1],
                             compile_workers=2, seed=3, out_dir=tmp_path / "s",
                             study_name="s", allow_numerics_change=True)
-    tuner = Tuner(instance, settings, props=H100, executor=EmulatedExecutor)
+    seen = []  # the other loop's counts as the live table reads them
+
+    def watch(t, _):
+        if t.device_loops:
+            seen.append(live_progress(t, t.summary())[1])
+
+    tuner = Tuner(instance, settings, props=H100, executor=EmulatedExecutor, on_trial=watch)
     summary = tuner.run()
     devices = summary["devices"]
     assert [d["device"] for d in devices] == [0, 1] and all(d["trials"] > 5 for d in devices)
     assert summary["trials"] == sum(d["trials"] for d in devices) \
         == sum(summary["outcomes"].values())
     assert summary["outcomes"][oc.VERIFIED] == sum(d["verified"] for d in devices)
+    # The live table saw the other loop's trials grow while it ran, up to its
+    # summary's, and every loop's once they ended.
+    assert seen and {d for d, _, _ in seen} == {1} and seen[-1][1] > 0
+    assert all(a[1] <= b[1] and a[2] <= b[2] and b[2] <= b[1] for a, b in zip(seen, seen[1:]))
+    assert seen[-1][1] <= devices[1]["trials"] and seen[-1][2] <= devices[1]["verified"]
+    assert live_progress(tuner, summary) == [(d["device"], d["trials"], d["verified"])
+                                             for d in devices]
     frozen = assert_one_study(open_storage(None, tmp_path / "s"), "s", 80, 2,
                               [tmp_path / "s" / "trials.jsonl"])
     owners = {t.user_attrs["owner"]["pid"] for t in frozen if "owner" in t.user_attrs}
