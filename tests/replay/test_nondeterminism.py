@@ -91,6 +91,35 @@ def test_runs_that_agree_but_differ_from_the_recording_are_not_reproduced(instan
         ["mneme", "ls", str(instance.db.path)]).stdout
 
 
+def test_runs_that_agree_but_not_with_the_recording_are_run_more_before_the_verdict():
+    recorded = np.arange(64, dtype=np.float32)
+    late = recorded.copy()
+    late[0] = np.nextafter(late[0], np.float32(1))  # one ULP: the atomics' order
+    asked = []
+
+    def finding(first, then):
+        def more(count):
+            asked.append(count)
+            return [{"norm": as_bytes(v)} for v in then[:count]]
+        return nd.found("original", {"norm": as_bytes(recorded)}, {"norm": "float32"},
+                        [{"norm": as_bytes(v)} for v in first], more)
+
+    # Three runs alike, unlike the recording: more runs show the spread.
+    alike = finding([late] * nd.RUNS, [late] * 5 + [recorded] * 3)
+    assert alike.state == "nondeterministic" and alike.runs == nd.RUNS + nd.MORE_RUNS
+    assert alike.buffers[0].max_ulp == 1 and asked == [nd.MORE_RUNS]
+    # Still alike after them: the kernel does not reproduce the recording.
+    asked.clear()
+    wrong = finding([late] * nd.RUNS, [late] * nd.MORE_RUNS)
+    assert wrong.state == "not reproduced" and wrong.unreproduced == ["norm"]
+    assert asked == [nd.MORE_RUNS]
+    # Runs that already disagree, or reproduce the recording: no more runs.
+    asked.clear()
+    assert finding([late, recorded, late], []).state == "nondeterministic"
+    assert finding([recorded] * nd.RUNS, []).state == "deterministic"
+    assert asked == []
+
+
 def test_an_index_entry_with_a_bad_hash_is_refused(instance):
     from mneme_cc.record.db import RecordDB
 

@@ -80,22 +80,13 @@ class Probes:
     def _probe(self) -> nd.Nondeterminism:
         """Runs the application's kernel (the IR at the recorded settings without
         its image) again from the prologue and compares the runs."""
-        inst = self.instance
-        reference = "original" if self.kernel.description.get("image") else "ir"
-        runs = self._outputs(ReplayConfig(baseline=reference), nd.RUNS)
-        buffers, unreproduced = [], []
-        for region in inst.epilogue.regions:
-            name = buffer_name(region)
-            outputs = [run[name] for run in runs if name in run]
-            if len(outputs) != nd.RUNS:
-                continue
-            recorded = self.state.expected.host(region)
-            found = nd.spread(name, recorded, outputs, self._element_types().get(name))
-            if found:
-                buffers.append(found)
-            elif (outputs[0] != recorded).any():
-                unreproduced.append(name)
-        return nd.Nondeterminism(reference, nd.RUNS, buffers, unreproduced)
+        reference = ReplayConfig(baseline="original" if self.kernel.description.get("image")
+                                 else "ir")
+        recorded = {buffer_name(r): self.state.expected.host(r)
+                    for r in self.instance.epilogue.regions}
+        return nd.found(reference.baseline, recorded, self._element_types(),
+                        self._outputs(reference, nd.RUNS),
+                        lambda count: self._outputs(reference, count))
 
     def _probed(self) -> bool:
         """After a failed verification: whether a probe just found nondeterminism
