@@ -161,9 +161,9 @@ def _main(conn, parent: int, tuner_class, db_path: str, name: str, settings, pro
     from mneme_cc.errors import MnemeError
     from mneme_cc.tune.workers import _instance
 
-    def counted(tuner, result) -> None:
-        counts[2 * slot] += 1
-        counts[2 * slot + 1] += result.outcome in oc.PASSED
+    def counted(tuner, _result) -> None:  # as of each tell (with what was pruned unrun)
+        counts[2 * slot] = sum(tuner.counts.values())
+        counts[2 * slot + 1] = sum(tuner.counts[o] for o in oc.PASSED)
 
     try:
         tuner = tuner_class(_instance(db_path, name), settings, on_trial=counted, props=props,
