@@ -7,6 +7,7 @@ left RUNNING by a process that has ended on this machine is reclaimed.
 
 from __future__ import annotations
 
+import datetime
 import os
 import time
 from pathlib import Path
@@ -85,12 +86,16 @@ def start_owned_trial(study, storage, study_id: int, params: dict[str, Any],
     """A RUNNING trial with values the tuner chose itself (a local step; none
     for the sampler to fill), in one storage write: enqueueing, asking and
     suggesting each parameter would cost a write each. An optuna.trial.Trial,
-    told as any other."""
+    told as any other. The template is built as it is (create_trial's checks
+    converted every distribution again: a tenth of a ms a trial, and the
+    distributions are the space's own)."""
     import optuna
 
-    frozen = optuna.trial.create_trial(state=optuna.trial.TrialState.RUNNING, params=params,
-                                       distributions=distributions,
-                                       user_attrs={"owner": owner})
+    frozen = optuna.trial.FrozenTrial(
+        number=-1, trial_id=-1, state=optuna.trial.TrialState.RUNNING, value=None,
+        datetime_start=datetime.datetime.now(), datetime_complete=None, params=params,
+        distributions=distributions, user_attrs={"owner": owner}, system_attrs={},
+        intermediate_values={})
     return optuna.trial.Trial(study, storage.create_new_trial(study_id, template_trial=frozen))
 
 
