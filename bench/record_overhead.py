@@ -22,8 +22,15 @@ Four parts, each run alternately with native so that drift hits both sides:
   instance limit) and of a recorded instance (default against the filter
   that drops all, per instance, with its bytes).
 
+With `--against COMMAND` (another recorder's launcher, e.g. an earlier
+build's `mneme_cc/lib/mneme-record` installed with `pip install --target`),
+each application's runs alternate native, the recorder measured and that
+one, and both ratios are given: two recorders side by side.
+
     python bench/record_overhead.py .carry/examples/cg .carry/examples/nbody --repeats 5
     python bench/record_overhead.py --suite .carry/examples --sample .carry/examples/record_sample
+    python bench/record_overhead.py --suite .carry/examples --command mneme-record \
+        --against /tmp/old/mneme_cc/lib/mneme-record --no-fixed-start
 """
 
 from __future__ import annotations
@@ -49,28 +56,39 @@ NONE = "--kernels=^$"  # a filter no kernel name matches
 
 
 class Runner:
-    def __init__(self, scratch: Path):
+    def __init__(self, scratch: Path, against: list[str] | None = None):
         self.scratch, self.serial = scratch, 0
         self.command = ["mneme", "record"]
+        # Other recorders run beside the command, and their ratios per application.
+        self.against: dict[str, list[float]] = {c: [] for c in against or []}
 
     def native(self, app: list[str]) -> tuple[float, str]:
         start = time.perf_counter()
         proc = subprocess.run(app, capture_output=True, text=True, check=True)
         return time.perf_counter() - start, proc.stdout
 
-    def recorded(self, app: list[str], *flags: str) -> tuple[float, str, str, Path]:
+    def recorded(self, app: list[str], *flags: str,
+                 command: list[str] | None = None) -> tuple[float, str, str, Path]:
         self.serial += 1
         db = self.scratch / f"db{self.serial}"
         start = time.perf_counter()
-        proc = subprocess.run([*self.command, "-rdb", str(db), *flags, "--", *app],
+        proc = subprocess.run([*(command or self.command), "-rdb", str(db), *flags, "--", *app],
                               capture_output=True, text=True, check=True)
         return time.perf_counter() - start, proc.stdout, proc.stderr, db
 
 
-def alternate(runner: Runner, app: list[str], repeats: int, *flags: str):
-    """(native times, recorded times, the last recorded run's stderr and database)."""
+def alternate(runner: Runner, app: list[str], repeats: int, *flags: str,
+              others: dict[str, list[float]] | None = None):
+    """(native times, recorded times, the last recorded run's stderr and database);
+    each repeat also records with each command of `others`, into its list."""
     runner.native(app)  # warm the driver and the file cache
     native, recorded, last = [], [], ("", None)
+
+    def same(out_native: str, out_recorded: str) -> None:
+        if out_native != out_recorded:
+            raise SystemExit(f"{app[0]}: the recorded run printed something else:\n"
+                             f"{out_native}\n{out_recorded}")
+
     for _ in range(repeats):
         seconds, out_native = runner.native(app)
         native.append(seconds)
@@ -78,10 +96,14 @@ def alternate(runner: Runner, app: list[str], repeats: int, *flags: str):
             shutil.rmtree(last[1])
         seconds, out_recorded, err, db = runner.recorded(app, *flags)
         recorded.append(seconds)
-        if out_native != out_recorded:
-            raise SystemExit(f"{app[0]}: the recorded run printed something else:\n"
-                             f"{out_native}\n{out_recorded}")
+        same(out_native, out_recorded)
         last = (err, db)
+        for command, times in (others or {}).items():
+            seconds, out_other, _, other_db = runner.recorded(app, *flags,
+                                                              command=shlex.split(command))
+            shutil.rmtree(other_db)
+            times.append(seconds)
+            same(out_native, out_other)
     return native, recorded, *last
 
 
@@ -102,7 +124,8 @@ def fixed_start(runner: Runner, repeats: int) -> None:
 
 
 def application(runner: Runner, app: list[str], repeats: int, loaded: bool) -> float:
-    native, recorded, err, db = alternate(runner, app, repeats)
+    others: dict[str, list[float]] = {c: [] for c in runner.against}
+    native, recorded, err, db = alternate(runner, app, repeats, others=others)
     _, _, verbose, _ = runner.recorded(app, "-v")
     rdb = RecordDB(db)
     raw = sum(inst.raw_bytes for inst in rdb.instances)
@@ -111,6 +134,11 @@ def application(runner: Runner, app: list[str], repeats: int, loaded: bool) -> f
     print(f"{Path(app[0]).name:16s} native {n:7.3f} s  recorded {r:7.3f} s  ratio {r / n:5.3f}  "
           f"{len(rdb.instances):3d} instances  {raw / 2**20:8.1f} MiB raw  "
           f"{stored / max(raw, 1):.3f} stored/raw")
+    for command, times in others.items():
+        ratio = statistics.median(times) / n
+        runner.against[command].append(ratio)
+        print(f"{'':16s} against {command}: recorded {statistics.median(times):7.3f} s  "
+              f"ratio {ratio:5.3f}")
     if loaded:  # the recorder serving allocations, recording nothing
         native_again, none, _, _ = alternate(runner, app, repeats, NONE)
         print(f"{'':16s} with {NONE}: ratio "
@@ -239,6 +267,9 @@ def main() -> None:
                              "or 'mneme-record', the launcher without Python's start")
     parser.add_argument("--no-fixed-start", action="store_true",
                         help="skip the fixed start's measurement")
+    parser.add_argument("--against", action="append", metavar="COMMAND", default=[],
+                        help="another recorder's command, run alternating with --command "
+                             "(its ratios beside; may be given more than once)")
     parser.add_argument("--loaded", action="store_true",
                         help=f"also each application recorded with {NONE} against native: "
                              "the recorder loaded and serving allocations, no instance")
@@ -249,7 +280,7 @@ def main() -> None:
                  if (Path(args.suite) / name).is_file()]
     scratch = Path(tempfile.mkdtemp(prefix="mneme-bench-"))
     try:
-        runner = Runner(scratch)
+        runner = Runner(scratch, args.against)
         if not args.no_fixed_start:
             fixed_start(runner, max(args.repeats, 11))
         runner.command = args.command.split()
@@ -259,6 +290,9 @@ def main() -> None:
         if ratios:
             print(f"over {len(ratios)} applications: median ratio "
                   f"{statistics.median(ratios):.3f}, worst {max(ratios):.3f}")
+            for command, theirs in runner.against.items():
+                print(f"  against {command}: median ratio {statistics.median(theirs):.3f}, "
+                      f"worst {max(theirs):.3f} (the same runs)")
         if args.sample:
             low, high = (int(x) for x in args.launches.split(","))
             sample(runner, str(Path(args.sample).resolve()), args.repeats, (low, high))
