@@ -9,7 +9,7 @@ the runs and the recording, and verified from then on under a tolerance
 derived from that spread (`TOLERANCE_FACTOR` times it), which a per-buffer
 policy for the same buffer overrides. A buffer that the runs reproduce
 among themselves but not as recorded is run `MORE_RUNS` times more (a
-quiet GPU often schedules a kernel's atomics alike a few times running);
+quiet GPU can schedule a kernel's atomics alike a few times running);
 if they still agree it is no nondeterminism: it stays a failure, and the
 instance is marked "not reproduced". A replay that passes only thanks to
 such a tolerance has the outcome `nondeterministic`.
