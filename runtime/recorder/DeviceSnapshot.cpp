@@ -58,6 +58,7 @@ constexpr uint64_t HashPieceBytes = 128 << 10;
 bool DeviceSnapshot::hash(const std::vector<DeviceRange> &Ranges, uint64_t ChunkSize,
                           std::vector<std::vector<Digest>> &Out, std::string &Error) {
   const Driver &D = driver();
+  const double T0 = now(); // issuing: the table and buffers too
   // The nonempty ranges as HashKernel.cu's HashRange {Address, Size, First}.
   HostRanges.clear();
   uint64_t Total = 0, Largest = 0;
@@ -95,7 +96,6 @@ bool DeviceSnapshot::hash(const std::vector<DeviceRange> &Ranges, uint64_t Chunk
       return false;
     RangeCapacity = Capacity;
   }
-  const double T0 = now();
   D.EventRecord(HashStart, Stream);
   if (Total) {
     // A single piece where chunks are small (their size is a multiple of 8,

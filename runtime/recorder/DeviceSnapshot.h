@@ -24,8 +24,9 @@ struct DeviceRange {
   uint64_t Address = 0, Size = 0;
 };
 
-// Where hash() spends the application's time: issuing the kernels, the
-// kernels themselves on the GPU, and bringing the digests back.
+// Where hash() spends the application's time: issuing the kernels (with
+// their table and buffers), the kernels themselves on the GPU, and bringing
+// the digests back.
 struct HashTiming {
   uint64_t Calls = 0, Launches = 0;
   double IssueSeconds = 0, DigestSeconds = 0, KernelSeconds = 0;

@@ -58,10 +58,8 @@ bool LaunchCapture::ready(std::string &Error) {
 
 bool LaunchCapture::prologue(CapturedLaunch &C, InstanceJob &Job, std::string &Error) {
   std::vector<DeviceRange> Ranges = rangesOf(C.Regions);
-  double T0 = now();
   bool Hashed = Snapshot.hash(Ranges, options().ChunkSize, C.Before, Error);
   double T1 = now();
-  HashSeconds += T1 - T0;
   // Staged copies complete before the kernel may change what they copy.
   bool Copied = Hashed && Copier.copy(C.Regions, C.Before, nullptr, Job, C.Staged, Error) &&
                 Snapshot.wait(Error);
@@ -97,14 +95,12 @@ bool LaunchCapture::launch(const LaunchRequest &R, CapturedLaunch &C, cudaError_
 bool LaunchCapture::epilogue(CapturedLaunch &C, InstanceJob &Job, std::string &Error) {
   const uint64_t ChunkSize = options().ChunkSize;
   std::vector<DeviceRange> Ranges = rangesOf(C.Regions);
-  double T0 = now();
   if (!Snapshot.hash(Ranges, ChunkSize, C.After, Error)) {
     Copier.unstage(C.Staged);
     return false;
   }
-  HashSeconds += now() - T0;
   diff(C, ChunkSize);
-  T0 = now();
+  double T0 = now();
   if (!Copier.copy(C.Regions, C.After, &C.Changed, Job, C.Staged, Error) ||
       !Snapshot.wait(Error)) {
     Copier.unstage(C.Staged);
@@ -119,10 +115,15 @@ void LaunchCapture::handOver(const CapturedLaunch &C, InstanceJob &Job) {
 }
 
 CaptureStats LaunchCapture::stats() const {
-  return CaptureStats{HashSeconds,       CopySeconds,
-                      Copier.copiedBytes(), Copier.copyRuns(),
-                      Copier.fetcherSetupSeconds(), Copier.fetchers(),
-                      HashTiming(PastHashes) += Snapshot.hashTiming(), KernelSeconds};
+  HashTiming Hash = HashTiming(PastHashes) += Snapshot.hashTiming();
+  return CaptureStats{Hash.IssueSeconds + Hash.DigestSeconds,
+                      CopySeconds,
+                      Copier.copiedBytes(),
+                      Copier.copyRuns(),
+                      Copier.fetcherSetupSeconds(),
+                      Copier.fetchers(),
+                      Hash,
+                      KernelSeconds};
 }
 
 } // namespace mneme::recorder

@@ -29,7 +29,7 @@ struct CapturedLaunch {
 
 // Where recording time goes (reported with --verbose).
 struct CaptureStats {
-  double HashSeconds, CopySeconds;
+  double HashSeconds, CopySeconds; // hashing: Hash's issuing and digests
   uint64_t CopiedBytes, CopyRuns;
   double FetcherSetupSeconds; // on the writer's fetch threads
   unsigned Fetchers;
@@ -63,7 +63,7 @@ private:
   bool SnapshotReady = false;
   ChunkCopier Copier;
   cudaEvent_t Start = nullptr, Stop = nullptr;
-  double HashSeconds = 0, CopySeconds = 0, KernelSeconds = 0;
+  double CopySeconds = 0, KernelSeconds = 0;
   HashTiming PastHashes; // of the snapshots before a device reset
 };
 
