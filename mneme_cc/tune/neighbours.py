@@ -121,6 +121,9 @@ class LocalSteps:
         # stop finding them (late in a study, where most have run: what ran
         # stays run, so the list only shrinks until the best change).
         self.near: list[dict[str, Any]] | None = None
+        # The dimensions the last step was drawn from (its trial is written
+        # with their distributions: a space builds them afresh each time).
+        self.dims: list[Dimension] = []
 
     def found(self, value: float, params: dict[str, Any]) -> None:
         """A verified configuration's objective value."""
@@ -140,7 +143,7 @@ class LocalSteps:
         share = min(SAMPLER_SHARE, SAMPLER_SHARE_SCALE / max(verified, 1)) * (1 - self.repeats)
         if verified < WARM_UP or not self.best or self.rng.random() < share:
             return None
-        dims = self.space.dimensions()  # built once: a space builds them afresh
+        self.dims = dims = self.space.dimensions()  # built once per step
 
         def new(params: dict[str, Any]) -> bool:  # each check costs a derive, once
             return self.space.constraints(params) is None and untried(params)

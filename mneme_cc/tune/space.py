@@ -200,11 +200,13 @@ class SearchSpace:
         """Values for every parameter that exists, asked of an Optuna trial."""
         return sample_dimensions(self.dimensions(), trial)
 
-    def distributions(self, params: dict[str, Any]) -> dict[str, Any]:
+    def distributions(self, params: dict[str, Any],
+                      dims: Sequence[Dimension] | None = None) -> dict[str, Any]:
         """The Optuna distribution of each of `params`: what sample() asks with
-        (a local step's trial is written with them, one per step)."""
+        (a local step's trial is written with them, one per step). `dims`: the
+        space's dimensions, when the caller has them."""
         out: dict[str, Any] = {}
-        for dim in self.dimensions():
+        for dim in self.dimensions() if dims is None else dims:
             if not exists(dim, params):
                 continue
             if dim.name not in params:

@@ -132,6 +132,8 @@ class Tuner:
         self.cancelled_before = 0  # trials a deadline cancelled in earlier runs
         self.results: dict[str, TrialResult] = {}   # grounded config key -> result
         self._judged: dict[Any, tuple] = {}  # _memo_key(parameters) -> _judge's answer
+        # The step _untried accepted last and its _verdict, which its ask reuses.
+        self._accepted: tuple[dict[str, Any] | None, tuple | None] = (None, None)
         # Trials whose config equals one still running: told when it finishes.
         self.waiting: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
         self.baseline: TrialResult | None = None
@@ -434,8 +436,9 @@ class Tuner:
         pool, made = self.askers, "new"
         began = self._spent("ask.local", began)  # what each part of an ask costs
         if step:  # one write, where an enqueued trial's ask and suggests cost one each
-            trial, params = start_owned_trial(self.study, self.storage, self.study_id, step,
-                                              self.space.distributions(step), self.owner), step
+            trial, params = start_owned_trial(
+                self.study, self.storage, self.study_id, step,
+                self.space.distributions(step, self.local.dims), self.owner), step
             self._spent("ask.write", began)
         elif pool and (pool.buffered or not fresh or pool.delivered and not pool.broken):
             # Once the askers deliver, the loop waits for theirs rather than asks.
@@ -449,7 +452,9 @@ class Tuner:
             trial = self.maker.ask()
             params = self.space.sample(trial)
             self._spent("ask.sampler", began)
-        reason = self.space.constraints(params)
+        # A local step was checked whole before it was proposed (_untried).
+        accepted = bool(step) and self._accepted[0] is step
+        reason = None if accepted else self.space.constraints(params)
         if self.settings.sampler == "exhaustive" and not is_queued(self.storage, self.study_id,
                                                                        trial):
             # Another process took the last queued combination since our look.
@@ -457,7 +462,7 @@ class Tuner:
         if reason:
             self._prune(trial, reason)
             return made
-        config, reason, pruned_as, key = self._verdict(params)
+        config, reason, pruned_as, key = self._accepted[1] if accepted else self._verdict(params)
         if reason:
             self._prune(trial, reason)
             self.counts[pruned_as] += 1
@@ -493,7 +498,9 @@ class Tuner:
         _, reason, key = self._judge(params)
         if reason or key in self.results or key in self.waiting:
             return False
-        return not self._verdict(params)[1]
+        verdict = self._verdict(params)
+        self._accepted = (params, verdict)
+        return not verdict[1]
 
     def _verdict(self, params: dict[str, Any]) -> tuple[ReplayConfig, str | None, str, str]:
         """(config to run, why it will not run or None, the outcome it is

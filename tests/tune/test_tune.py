@@ -779,7 +779,7 @@ def test_a_loop_per_device_shares_one_study_and_one_summary(instance, tmp_path):
     # The live table saw the other loop's trials grow while it ran, up to its
     # summary's, and every loop's once they ended.
     assert seen and {d for d, _, _ in seen} == {1} and seen[-1][1] > 0
-    assert all(a[1] <= b[1] and a[2] <= b[2] and b[2] <= b[1] for a, b in zip(seen, seen[1:]))
+    assert all(a[1] <= b[1] and a[2] <= b[2] and b[2] <= b[1] for a, b in zip(seen, seen[1:], strict=False))
     assert seen[-1][1] <= devices[1]["trials"] and seen[-1][2] <= devices[1]["verified"]
     assert live_progress(tuner, summary) == [(d["device"], d["trials"], d["verified"])
                                              for d in devices]

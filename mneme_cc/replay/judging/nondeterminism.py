@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from mneme_cc.errors import RecordDBError
 from mneme_cc.replay.judging.compare import diff_buffer
