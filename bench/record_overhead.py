@@ -22,6 +22,11 @@ Four parts, each run alternately with native so that drift hits both sides:
   instance limit) and of a recorded instance (default against the filter
   that drops all, per instance, with its bytes).
 
+Each run starts after a pause (`--settle`, 0.5 s): a CUDA process's exit can
+return before the driver has torn its context down, and the next process's
+context creation then waits for that teardown, so without the pause a run
+pays for the previous one's exit (about 50 ms on an H100).
+
 With `--against COMMAND` (another recorder's launcher, e.g. an earlier
 build's `mneme_cc/lib/mneme-record` installed with `pip install --target`),
 each application's runs alternate native, the recorder measured and that
@@ -56,13 +61,14 @@ NONE = "--kernels=^$"  # a filter no kernel name matches
 
 
 class Runner:
-    def __init__(self, scratch: Path, against: list[str] | None = None):
-        self.scratch, self.serial = scratch, 0
+    def __init__(self, scratch: Path, against: list[str] | None = None, settle: float = 0.0):
+        self.scratch, self.serial, self.settle = scratch, 0, settle
         self.command = ["mneme", "record"]
         # Other recorders run beside the command, and their ratios per application.
         self.against: dict[str, list[float]] = {c: [] for c in against or []}
 
     def native(self, app: list[str]) -> tuple[float, str]:
+        time.sleep(self.settle)
         start = time.perf_counter()
         proc = subprocess.run(app, capture_output=True, text=True, check=True)
         return time.perf_counter() - start, proc.stdout
@@ -71,6 +77,7 @@ class Runner:
                  command: list[str] | None = None) -> tuple[float, str, str, Path]:
         self.serial += 1
         db = self.scratch / f"db{self.serial}"
+        time.sleep(self.settle)
         start = time.perf_counter()
         proc = subprocess.run([*(command or self.command), "-rdb", str(db), *flags, "--", *app],
                               capture_output=True, text=True, check=True)
@@ -273,6 +280,10 @@ def main() -> None:
     parser.add_argument("--loaded", action="store_true",
                         help=f"also each application recorded with {NONE} against native: "
                              "the recorder loaded and serving allocations, no instance")
+    parser.add_argument("--settle", type=float, default=0.5, metavar="SECONDS",
+                        help="pause before each run (default 0.5), so that no run pays for "
+                             "the previous one's CUDA teardown, which the driver may finish "
+                             "after that process is reaped")
     args = parser.parse_args()
     apps = [shlex.split(a) for a in args.apps]
     if args.suite:
@@ -280,7 +291,7 @@ def main() -> None:
                  if (Path(args.suite) / name).is_file()]
     scratch = Path(tempfile.mkdtemp(prefix="mneme-bench-"))
     try:
-        runner = Runner(scratch, args.against)
+        runner = Runner(scratch, args.against, args.settle)
         if not args.no_fixed_start:
             fixed_start(runner, max(args.repeats, 11))
         runner.command = args.command.split()
