@@ -11,6 +11,7 @@ from mneme_cc.replay.running import timer as timer_module
 from mneme_cc.replay.running.timer import (
     RACE_LAUNCHES,
     SETTLE_LAUNCHES,
+    SETTLED_FLOOR_MS,
     SETTLED_SPREAD,
     TIMING_BATCH,
     LaunchTimer,
@@ -135,7 +136,10 @@ def test_only_a_raced_trial_settles():
 
 @pytest.mark.parametrize("samples, agree", [
     ([1.0] * 5, True), ([1.0, 1.003, 0.999, 1.0, 1.0], True),
-    ([1.0, 1.01, 1.0, 1.0, 1.0], False), ([0.0] * 5, False)])
+    ([1.0, 1.01, 1.0, 1.0, 1.0], False), ([0.0] * 5, False),
+    # A 0.16 ms kernel: 0.95 us apart is within the floor, twice it is not.
+    ([0.164, 0.16495, 0.1645, 0.164, 0.1642], True),
+    ([0.164, 0.164 + 2 * SETTLED_FLOOR_MS, 0.164, 0.164, 0.164], False)])
 def test_settled_is_the_range_against_the_median(samples, agree):
     assert settled(samples) is agree
 

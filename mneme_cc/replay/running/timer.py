@@ -11,8 +11,10 @@ holds the warm-up and RACE_LAUNCHES timed launches, and if even the fastest
 of those is slower than that time the rest are not run. A study's trials
 are mostly far from its best, and timing them fully was most of the GPU's
 time per trial. Such a trial also stops once SETTLE_LAUNCHES timed
-launches lie within SETTLED_SPREAD of their median: more launches would
-not move it, much as a benchmark harness stops once its noise is low.
+launches lie within SETTLED_SPREAD of their median, or within
+SETTLED_FLOOR_MS for a kernel so short that the spread is finer than the
+events resolve: more launches would not move it, much as a benchmark
+harness stops once its noise is low.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ TIMING_BATCH = 32  # timed launches queued behind the gate at once
 RACE_LAUNCHES = 3  # timed launches a raced trial runs before it may stop
 SETTLE_LAUNCHES = 5  # timed launches a raced trial runs before its samples may settle it
 SETTLED_SPREAD = 0.005  # their range, relative to their median, that does
+# ... or their range in ms, whichever is wider: twice the resolution CUDA
+# gives for an event pair's elapsed time (about 0.5 us), below which a
+# 0.2 ms kernel's 0.5% cannot be told from the timer's own steps.
+SETTLED_FLOOR_MS = 0.001
 
 
 class LaunchTimer:
@@ -109,6 +115,8 @@ class LaunchTimer:
 
 
 def settled(samples: list[float]) -> bool:
-    """Whether timed samples agree within SETTLED_SPREAD of their median."""
+    """Whether timed samples agree within SETTLED_SPREAD of their median
+    (or SETTLED_FLOOR_MS, whichever is wider)."""
     middle = sorted(samples)[len(samples) // 2]
-    return middle > 0 and (max(samples) - min(samples)) / middle <= SETTLED_SPREAD
+    return middle > 0 and max(samples) - min(samples) <= max(SETTLED_SPREAD * middle,
+                                                             SETTLED_FLOOR_MS)
