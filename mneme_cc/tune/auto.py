@@ -52,7 +52,8 @@ class Auto(SearchSpace):
             self.level = min(3, max(1, int(level))) if level.isdigit() else 2
 
     def calibrate(self, evaluate: Callable[[ReplayConfig], Any]) -> None:
-        """Searches the block shape only if another geometry verifies."""
+        """Searches the block shape only if another geometry verifies (not
+        tried where it changes a side of the block the kernel never reads)."""
         inst = self.instance
         # The build's own settings with only the geometry changed, so that a
         # failure means the geometry, not the numerics.
@@ -62,7 +63,8 @@ class Auto(SearchSpace):
             self.launch_agnostic = self.geometry.free_sides > 0
             return
         threads = inst.block[0]
-        if threads % (2 * self.props.warp_size):
+        if threads % (2 * self.props.warp_size) or not self.geometry.may_change(
+                (threads // 2, 1, 1)):
             return
         probe = dataclasses.replace(settings, **self.geometry.covering((threads // 2, 1, 1)))
         self.launch_agnostic = bool(evaluate(probe).verified)

@@ -386,6 +386,22 @@ class Geometry(SearchSpace):
         return max(others, key=lambda s: (sum(a != b for a, b in zip(s, recorded, strict=True)),
                                           s[0]), default=None)
 
+    @functools.cached_property
+    def sides_read(self) -> frozenset[str] | None:
+        """The block sides the kernel's module reads (None: not known)."""
+        from mneme_cc.tune.block_reads import sides_read
+
+        return sides_read(self.instance.db.kernel(self.instance.static_hash))
+
+    def may_change(self, block: tuple[int, int, int]) -> bool:
+        """Whether a replay under `block` could verify: it changes no side the
+        kernel is known not to read (a fault there would restart the GPU
+        worker for nothing)."""
+        read = self.sides_read
+        return read is None or all(
+            side in read for side, new, old in zip("xyz", block, self.instance.block, strict=True)
+            if new != old)
+
     def find_free_sides(self, evaluate: Callable[[ReplayConfig], Any],
                         settings: ReplayConfig) -> None:
         """A 2-D or 3-D launch: replays `settings` under another shape, every
@@ -394,7 +410,7 @@ class Geometry(SearchSpace):
         self.free_sides = 0
         for free in (3, 1):
             shape = self.probe(free)
-            if shape is not None and evaluate(
+            if shape is not None and self.may_change(shape) and evaluate(
                     dataclasses.replace(settings, **self.covering(shape))).verified:
                 self.free_sides = free
                 return

@@ -1,0 +1,106 @@
+"""A block shape is probed only where the kernel reads the sides it changes
+(synthetic record databases holding a real module or PTX, no GPU)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+from synthetic_db import ADD, PTX, cubin_image, make_database
+from tune_doubles import H100
+
+from mneme_cc.errors import RecordDBError
+from mneme_cc.record.db import RecordDB
+from mneme_cc.tune.auto import auto_space
+from mneme_cc.tune.block_reads import sides_read
+
+
+def module_reading(*registers: str) -> bytes:
+    """An NVPTX module defining the synthetic database's kernel, reading
+    threadIdx.x and the given special registers (e.g. "ntid.x")."""
+    reads = "".join(f"  %r{i} = call i32 @llvm.nvvm.read.ptx.sreg.{r}()\n"
+                    for i, r in enumerate(registers))
+    declares = "".join(f"declare i32 @llvm.nvvm.read.ptx.sreg.{r}()\n"
+                       for r in {"tid.x", *registers})
+    text = (f'target triple = "nvptx64-nvidia-cuda"\n'
+            f"define void @{ADD}(ptr %a, ptr %b, ptr %c, i32 %n) {{\n"
+            f"  %t = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()\n{reads}  ret void\n}}\n"
+            f"{declares}")
+    return llvm.parse_assembly(text).as_bitcode()
+
+
+def ptx_reading(line: str) -> bytes:
+    return PTX.replace(b"\tret;", f"\t.reg .b32 %r<2>;\n\t{line}\n\tret;".encode())
+
+
+def instance(tmp_path, block=(256, 1, 1), grid=(4, 1, 1), **kinds):
+    a = np.arange(1024, dtype=np.float32)
+    make_database(tmp_path / "db", a, a, a + a, grid=grid, block=block, **kinds)
+    return RecordDB(tmp_path / "db").instances[0]
+
+
+def probes(space) -> list:
+    tried = []
+    space.calibrate(lambda c: tried.append(c) or SimpleNamespace(verified=True))
+    return tried
+
+
+@pytest.mark.parametrize("text, sides", [
+    ("call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()", {"x"}),
+    ("call i32 @llvm.nvvm.read.ptx.sreg.ntid.y() call i32 @llvm.nvvm.read.ptx.sreg.tid.z()",
+     {"y"}),
+    ('call i32 asm "mov.u32 $0, %ntid.z;", "=r"()', {"z"}),
+    ('call <4 x i32> asm "mov.v4.u32 $0, %ntid;", "=r"()', {"x", "y", "z"}),
+    ("call i32 @llvm.nvvm.read.ptx.sreg.tid.x() call i32 @llvm.nvvm.read.ptx.sreg.nctaid.x()",
+     set()),
+])
+def test_the_sides_read_are_found_in_the_module_text(text, sides):
+    assert sides_read(SimpleNamespace(has_ir=True, module=text)) == sides
+
+
+def test_what_cannot_be_read_may_read_every_side():
+    class Unreadable:
+        has_ir = True
+
+        @property
+        def module(self):
+            raise RecordDBError("LLVM cannot read it")
+
+    assert sides_read(Unreadable()) is None
+    assert sides_read(SimpleNamespace(has_ir=False, provenance="cubin")) is None
+
+
+def test_a_kernel_that_never_reads_its_block_size_is_not_probed(tmp_path):
+    space = auto_space(instance(tmp_path, bitcode=module_reading("ctaid.x")), H100)
+    assert probes(space) == [] and "block" not in {d.name for d in space.dimensions()}
+
+
+def test_a_kernel_that_reads_its_block_size_is_probed_and_searched(tmp_path):
+    space = auto_space(instance(tmp_path, bitcode=module_reading("ntid.x", "ctaid.x")), H100)
+    (probe,) = probes(space)
+    assert probe.block == (128, 1, 1) and probe.grid == (8, 1, 1)
+    assert "block" in {d.name for d in space.dimensions()}
+
+
+@pytest.mark.parametrize("line, probed", [("mov.u32 %r1, %ntid.x;", True),
+                                          ("mov.u32 %r1, %tid.x;", False)])
+def test_a_ptx_kernel_is_probed_as_its_ptx_reads(tmp_path, line, probed):
+    space = auto_space(instance(tmp_path, image=ptx_reading(line)), H100)
+    assert bool(probes(space)) is probed
+
+
+def test_a_multi_dimensional_kernel_reading_only_x_is_probed_in_x_alone(tmp_path):
+    space = auto_space(instance(tmp_path, block=(8, 8, 4), grid=(4, 8, 2),
+                                image=ptx_reading("mov.u32 %r1, %ntid.x;")), H100)
+    tried = []
+    space.calibrate(lambda c: tried.append(c) or SimpleNamespace(verified=False))
+    assert [c.block for c in tried] == [(4, 8, 4)]  # every side changed: not tried
+    assert "block_shape" not in {d.name for d in space.dimensions()}
+
+
+def test_a_cubin_kernel_is_probed_as_before(tmp_path):
+    space = auto_space(instance(tmp_path, block=(8, 8, 4), grid=(4, 8, 2),
+                                image=cubin_image()), H100)
+    assert len(probes(space)) == 1
