@@ -130,6 +130,11 @@ def fixed_start(runner: Runner, repeats: int) -> None:
     print(f"  the Python interpreter's own start (python -c pass): {1e3 * python:.1f} ms")
 
 
+def spread(times: list[float]) -> str:
+    """The runs' range against their median, which the ratios are read within."""
+    return f"±{50 * (max(times) - min(times)) / statistics.median(times):.1f}%"
+
+
 def application(runner: Runner, app: list[str], repeats: int, loaded: bool) -> float:
     others: dict[str, list[float]] = {c: [] for c in runner.against}
     native, recorded, err, db = alternate(runner, app, repeats, others=others)
@@ -140,7 +145,8 @@ def application(runner: Runner, app: list[str], repeats: int, loaded: bool) -> f
     n, r = statistics.median(native), statistics.median(recorded)
     print(f"{Path(app[0]).name:16s} native {n:7.3f} s  recorded {r:7.3f} s  ratio {r / n:5.3f}  "
           f"{len(rdb.instances):3d} instances  {raw / 2**20:8.1f} MiB raw  "
-          f"{stored / max(raw, 1):.3f} stored/raw")
+          f"{stored / max(raw, 1):.3f} stored/raw  (runs spread: native {spread(native)}, "
+          f"recorded {spread(recorded)})")
     for command, times in others.items():
         ratio = statistics.median(times) / n
         runner.against[command].append(ratio)
