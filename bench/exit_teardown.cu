@@ -1,8 +1,9 @@
 // When a CUDA process's exit is paid: runs itself as a child, alternately
 // with no other thread and with THREADS idle threads alive at the exit, and
 // prints, per kind of child, the median of
-//   - its exit: from its last exit handler (after the CUDA runtime's) to its
-//     parent's waitpid returning, in the kernel;
+//   - its exit: from an exit handler that runs after the CUDA runtime's to
+//     its parent's waitpid returning (the rest of the exit handlers, the
+//     libraries' destructors and the kernel's part);
 //   - the next child's context creation (cudaFree(0)), by which kind ran
 //     just before it.
 // A short exit with the next context slow means the driver finished the
@@ -40,8 +41,9 @@ __global__ void touch(float *P, size_t N) {
 
 int ReportFd = -1;
 
-// Registered before the CUDA runtime starts, so it runs after its exit
-// handler: the last user-space moment of the process.
+// Registered before the CUDA runtime starts, so it runs after the runtime's
+// exit handler (the module's own handler, registered before main, and the
+// libraries' destructors still follow).
 void reportExit() {
   long long T = nowNs();
   if (write(ReportFd, &T, sizeof T) != sizeof T)
@@ -92,6 +94,10 @@ int main(int Argc, char **Argv) {
     return child(std::atoi(Argv[2]), std::atoi(Argv[3]));
   int Repeats = Argc > 1 ? std::atoi(Argv[1]) : 15;
   int Threads = Argc > 2 ? std::atoi(Argv[2]) : 20;
+  if (Repeats < 1 || Threads < 1) {
+    std::fprintf(stderr, "usage: %s [REPEATS>=1] [THREADS>=1]\n", Argv[0]);
+    return 2;
+  }
   // [kind]: the child's exit; [kind before]: the next child's context (ms).
   std::vector<double> Exit[2], ContextAfter[2];
   int Previous = -1;

@@ -53,7 +53,7 @@ class Auto(SearchSpace):
 
     def calibrate(self, evaluate: Callable[[ReplayConfig], Any]) -> None:
         """Searches the block shape only if another geometry verifies (not
-        tried where it changes a side of the block the kernel never reads)."""
+        tried where it moves a side whose sizes the kernel never reads)."""
         inst = self.instance
         # The build's own settings with only the geometry changed, so that a
         # failure means the geometry, not the numerics.

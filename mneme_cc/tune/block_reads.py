@@ -1,11 +1,12 @@
-"""Which sides of its block (`blockDim`) a kernel reads, from what it carries.
+"""Which sides of its launch a kernel's size reads depend on, from what it carries.
 
-A kernel that never reads a side of its block cannot index its data by it:
-under another block shape covering the same threads it computes other
-elements, or faults. Before it searches block shapes, `auto` replays the
-kernel once under another shape; a replay that faults costs the study a GPU
-worker's restart (about 3 s of a 30 s study), so a shape that changes a side
-the kernel never reads is not tried.
+A probe of another block shape covering the same threads changes, on each
+side it moves, both the block's size (`blockDim`) and the grid's
+(`gridDim`). A kernel that reads neither on a side indexes its data there
+by a fixed size: under the probe it fails verification or faults. Before
+it searches block shapes, `auto` replays the kernel once under another
+shape, and a replay that faults costs the study a GPU worker's restart
+(about 3 s of a 30 s study), so a shape that moves such a side is not tried.
 """
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ import re
 
 from mneme_cc.errors import MnemeError
 
-_INTRINSIC = re.compile(r"@llvm\.nvvm\.read\.ptx\.sreg\.ntid\.([xyz])\b")
-# PTX's register, also in inline assembly within the IR; bare, it is all three.
-_REGISTER = re.compile(r"%ntid(?:\.([xyz]))?\b")
+_INTRINSIC = re.compile(r"@llvm\.nvvm\.read\.ptx\.sreg\.(?:ntid|nctaid)\.([xyz])\b")
+# PTX's registers, also in inline assembly within the IR; bare, all three sides.
+_REGISTER = re.compile(r"%(?:ntid|nctaid)(?:\.([xyz]))?\b")
 
 
 def sides_read(kernel) -> frozenset[str] | None:
-    """The sides ('x', 'y', 'z') anything in the kernel's module reads, or
-    None where that cannot be told (a cubin only, a module that cannot be
-    read): then every side may be read."""
+    """The sides ('x', 'y', 'z') whose block or grid size anything in the
+    kernel's module reads, or None where that cannot be told (a cubin only,
+    a module that cannot be read): then every side may be read."""
     try:
         if kernel.has_ir:
             text = str(kernel.module)

@@ -388,15 +388,16 @@ class Geometry(SearchSpace):
 
     @functools.cached_property
     def sides_read(self) -> frozenset[str] | None:
-        """The block sides the kernel's module reads (None: not known)."""
+        """The sides whose block or grid size the kernel's module reads (None:
+        not known)."""
         from mneme_cc.tune.block_reads import sides_read
 
         return sides_read(self.instance.db.kernel(self.instance.static_hash))
 
     def may_change(self, block: tuple[int, int, int]) -> bool:
-        """Whether a replay under `block` could verify: it changes no side the
-        kernel is known not to read (a fault there would restart the GPU
-        worker for nothing)."""
+        """Whether a replay under `block` could verify: it moves no side whose
+        sizes the kernel is known not to read (a fault there would restart
+        the GPU worker for nothing)."""
         read = self.sides_read
         return read is None or all(
             side in read for side, new, old in zip("xyz", block, self.instance.block, strict=True)

@@ -139,7 +139,10 @@ def test_only_a_raced_trial_settles():
     ([1.0, 1.01, 1.0, 1.0, 1.0], False), ([0.0] * 5, False),
     # A 0.16 ms kernel: 0.95 us apart is within the floor, twice it is not.
     ([0.164, 0.16495, 0.1645, 0.164, 0.1642], True),
-    ([0.164, 0.164 + 2 * SETTLED_FLOOR_MS, 0.164, 0.164, 0.164], False)])
+    ([0.164, 0.165, 0.1645, 0.164, 0.164], True),  # two of the events' 0.5 us steps
+    ([0.164, 0.164 + 2 * SETTLED_FLOOR_MS, 0.164, 0.164, 0.164], False),
+    # A 10 us kernel: 1 us would be 10%; 2% of it is the floor there.
+    ([0.010, 0.0102, 0.010, 0.010, 0.010], True), ([0.010, 0.0105, 0.010, 0.010, 0.010], False)])
 def test_settled_is_the_range_against_the_median(samples, agree):
     assert settled(samples) is agree
 

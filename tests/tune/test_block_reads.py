@@ -1,5 +1,6 @@
-"""A block shape is probed only where the kernel reads the sides it changes
-(synthetic record databases holding a real module or PTX, no GPU)."""
+"""A block shape is probed only where the kernel reads the block's or the
+grid's size on the sides it moves (synthetic record databases holding a real
+module or PTX, no GPU)."""
 
 from __future__ import annotations
 
@@ -53,7 +54,11 @@ def probes(space) -> list:
      {"y"}),
     ('call i32 asm "mov.u32 $0, %ntid.z;", "=r"()', {"z"}),
     ('call <4 x i32> asm "mov.v4.u32 $0, %ntid;", "=r"()', {"x", "y", "z"}),
+    # i = threadIdx.x * gridDim.x + blockIdx.x covers the same threads under any split.
     ("call i32 @llvm.nvvm.read.ptx.sreg.tid.x() call i32 @llvm.nvvm.read.ptx.sreg.nctaid.x()",
+     {"x"}),
+    ('call i32 asm "mov.u32 $0, %nctaid.y;", "=r"()', {"y"}),
+    ("call i32 @llvm.nvvm.read.ptx.sreg.tid.x() call i32 @llvm.nvvm.read.ptx.sreg.ctaid.y()",
      set()),
 ])
 def test_the_sides_read_are_found_in_the_module_text(text, sides):
@@ -72,13 +77,14 @@ def test_what_cannot_be_read_may_read_every_side():
     assert sides_read(SimpleNamespace(has_ir=False, provenance="cubin")) is None
 
 
-def test_a_kernel_that_never_reads_its_block_size_is_not_probed(tmp_path):
+def test_a_kernel_that_never_reads_its_block_or_grid_size_is_not_probed(tmp_path):
     space = auto_space(instance(tmp_path, bitcode=module_reading("ctaid.x")), H100)
     assert probes(space) == [] and "block" not in {d.name for d in space.dimensions()}
 
 
-def test_a_kernel_that_reads_its_block_size_is_probed_and_searched(tmp_path):
-    space = auto_space(instance(tmp_path, bitcode=module_reading("ntid.x", "ctaid.x")), H100)
+@pytest.mark.parametrize("size", ["ntid.x", "nctaid.x"])
+def test_a_kernel_that_reads_its_block_or_grid_size_is_probed_and_searched(tmp_path, size):
+    space = auto_space(instance(tmp_path, bitcode=module_reading(size, "ctaid.x")), H100)
     (probe,) = probes(space)
     assert probe.block == (128, 1, 1) and probe.grid == (8, 1, 1)
     assert "block" in {d.name for d in space.dimensions()}

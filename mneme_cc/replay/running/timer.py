@@ -11,10 +11,10 @@ holds the warm-up and RACE_LAUNCHES timed launches, and if even the fastest
 of those is slower than that time the rest are not run. A study's trials
 are mostly far from its best, and timing them fully was most of the GPU's
 time per trial. Such a trial also stops once SETTLE_LAUNCHES timed
-launches lie within SETTLED_SPREAD of their median, or within
-SETTLED_FLOOR_MS for a kernel so short that the spread is finer than the
-events resolve: more launches would not move it, much as a benchmark
-harness stops once its noise is low.
+launches lie within SETTLED_SPREAD of their median (within SETTLED_FLOOR_MS
+where that is finer than the events resolve, at most SETTLED_FLOOR_SHARE of
+the median): more launches would not move it, much as a benchmark harness
+stops once its noise is low.
 """
 
 from __future__ import annotations
@@ -31,8 +31,11 @@ SETTLE_LAUNCHES = 5  # timed launches a raced trial runs before its samples may 
 SETTLED_SPREAD = 0.005  # their range, relative to their median, that does
 # ... or their range in ms, whichever is wider: twice the resolution CUDA
 # gives for an event pair's elapsed time (about 0.5 us), below which a
-# 0.2 ms kernel's 0.5% cannot be told from the timer's own steps.
+# 0.2 ms kernel's 0.5% cannot be told from the timer's own steps; but never
+# more than SETTLED_FLOOR_SHARE of the median, so that a kernel of a few
+# microseconds is still timed in full unless its launches agree.
 SETTLED_FLOOR_MS = 0.001
+SETTLED_FLOOR_SHARE = 0.02
 
 
 class LaunchTimer:
@@ -65,7 +68,7 @@ class LaunchTimer:
         `restore` and `launch` queue their work on the device's stream.
         With `stop_above_ms`, only RACE_LAUNCHES timed launches when the
         fastest of them is slower than that, and only SETTLE_LAUNCHES when
-        those agree within SETTLED_SPREAD."""
+        those agree (settled())."""
         device = self.device
         samples: list[float] = []
         if config.flush_l2:
@@ -115,8 +118,9 @@ class LaunchTimer:
 
 
 def settled(samples: list[float]) -> bool:
-    """Whether timed samples agree within SETTLED_SPREAD of their median
-    (or SETTLED_FLOOR_MS, whichever is wider)."""
+    """Whether timed samples agree within SETTLED_SPREAD of their median, or
+    within SETTLED_FLOOR_MS (at most SETTLED_FLOOR_SHARE of it) where wider."""
     middle = sorted(samples)[len(samples) // 2]
-    return middle > 0 and max(samples) - min(samples) <= max(SETTLED_SPREAD * middle,
-                                                             SETTLED_FLOOR_MS)
+    tolerance = max(SETTLED_SPREAD * middle, min(SETTLED_FLOOR_MS, SETTLED_FLOOR_SHARE * middle))
+    # The events' steps are exact in microseconds, not in binary ms.
+    return middle > 0 and max(samples) - min(samples) <= tolerance * (1 + 1e-9)
