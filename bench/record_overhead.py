@@ -25,7 +25,10 @@ Four parts, each run alternately with native so that drift hits both sides:
 Each run starts after a pause (`--settle`, 0.5 s): a CUDA process's exit can
 return before the driver has torn its context down, and the next process's
 context creation then waits for that teardown, so without the pause a run
-pays for the previous one's exit (about 50 ms on an H100).
+pays for the previous one's exit (about 50 ms on an H100). The pause alone
+charges no run for the teardown it leaves behind; with `--charge-teardown`,
+each run is also charged what a CUDA context made right after it waits
+beyond one made on an idle GPU.
 
 With `--against COMMAND` (another recorder's launcher, e.g. an earlier
 build's `mneme_cc/lib/mneme-record` installed with `pip install --target`),
@@ -60,18 +63,66 @@ SUITE = ["vector_add", "cg", "stencil3d", "tree_search", "atomic_sum", "big_shar
 NONE = "--kernels=^$"  # a filter no kernel name matches
 
 
+#: A process that creates a CUDA context and prints how long that took (s).
+CONTEXT_PROBE = """
+import sys, time
+from cuda.bindings import driver as cu
+
+def ok(result):
+    result = result if isinstance(result, tuple) else (result,)
+    if result[0] != cu.CUresult.CUDA_SUCCESS:
+        sys.exit(f"the context probe: {result[0]}")
+    return result[1] if len(result) > 1 else None
+
+start = time.perf_counter()
+ok(cu.cuInit(0))
+ok(cu.cuCtxSetCurrent(ok(cu.cuDevicePrimaryCtxRetain(ok(cu.cuDeviceGet(0))))))
+ok(cu.cuCtxSynchronize())
+print(time.perf_counter() - start)
+"""
+
+
 class Runner:
-    def __init__(self, scratch: Path, against: list[str] | None = None, settle: float = 0.0):
+    def __init__(self, scratch: Path, against: list[str] | None = None, settle: float = 0.0,
+                 charge_teardown: bool = False):
         self.scratch, self.serial, self.settle = scratch, 0, settle
         self.command = ["mneme", "record"]
         # Other recorders run beside the command, and their ratios per application.
         self.against: dict[str, list[float]] = {c: [] for c in against or []}
+        # With charge_teardown, each run's time also holds what the next CUDA
+        # process waits for its teardown: a context made right after it,
+        # against one made on an idle GPU.
+        self.idle_context = self._idle_context() if charge_teardown else None
+
+    def _context_seconds(self) -> float:
+        proc = subprocess.run([sys.executable, "-c", CONTEXT_PROBE], capture_output=True,
+                              text=True)
+        if proc.returncode:
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise SystemExit(f"--charge-teardown: no CUDA context could be made ({last})")
+        return float(proc.stdout)
+
+    def _idle_context(self) -> float:
+        def after_a_pause() -> float:
+            time.sleep(max(self.settle, 0.5))
+            return self._context_seconds()
+        seconds = statistics.median(after_a_pause() for _ in range(5))
+        print(f"a CUDA context on an idle GPU: {1e3 * seconds:.1f} ms (median of 5); each run "
+              "is charged what the next one waits beyond it", flush=True)
+        return seconds
+
+    def _left_behind(self) -> float:
+        """What the last run left for the next CUDA process to wait for."""
+        if self.idle_context is None:
+            return 0.0
+        return max(0.0, self._context_seconds() - self.idle_context)
 
     def native(self, app: list[str]) -> tuple[float, str]:
         time.sleep(self.settle)
         start = time.perf_counter()
         proc = subprocess.run(app, capture_output=True, text=True, check=True)
-        return time.perf_counter() - start, proc.stdout
+        seconds = time.perf_counter() - start
+        return seconds + self._left_behind(), proc.stdout
 
     def recorded(self, app: list[str], *flags: str,
                  command: list[str] | None = None) -> tuple[float, str, str, Path]:
@@ -81,7 +132,8 @@ class Runner:
         start = time.perf_counter()
         proc = subprocess.run([*(command or self.command), "-rdb", str(db), *flags, "--", *app],
                               capture_output=True, text=True, check=True)
-        return time.perf_counter() - start, proc.stdout, proc.stderr, db
+        seconds = time.perf_counter() - start
+        return seconds + self._left_behind(), proc.stdout, proc.stderr, db
 
 
 def alternate(runner: Runner, app: list[str], repeats: int, *flags: str,
@@ -290,6 +342,10 @@ def main() -> None:
                         help="pause before each run (default 0.5), so that no run pays for "
                              "the previous one's CUDA teardown, which the driver may finish "
                              "after that process is reaped")
+    parser.add_argument("--charge-teardown", action="store_true",
+                        help="charge each run what a CUDA context made right after it waits "
+                             "beyond one made on an idle GPU (the teardown it left behind; "
+                             "needs cuda-bindings)")
     args = parser.parse_args()
     apps = [shlex.split(a) for a in args.apps]
     if args.suite:
@@ -297,7 +353,7 @@ def main() -> None:
                  if (Path(args.suite) / name).is_file()]
     scratch = Path(tempfile.mkdtemp(prefix="mneme-bench-"))
     try:
-        runner = Runner(scratch, args.against, args.settle)
+        runner = Runner(scratch, args.against, args.settle, args.charge_teardown)
         if not args.no_fixed_start:
             fixed_start(runner, max(args.repeats, 11))
         runner.command = args.command.split()
