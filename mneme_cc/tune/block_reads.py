@@ -1,4 +1,5 @@
-"""Which sides of its launch a kernel's size reads depend on, from what it carries.
+"""On which sides of its launch a kernel reads the block's or the grid's size
+(`blockDim`, `gridDim`), from what it carries.
 
 A probe of another block shape covering the same threads changes, on each
 side it moves, both the block's size (`blockDim`) and the grid's
