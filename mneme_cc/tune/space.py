@@ -343,7 +343,8 @@ class Geometry(SearchSpace):
     def __init__(self, instance, props: DeviceProperties):
         super().__init__(instance, props)
         # A 2-D or 3-D launch: the leading sides calibrate() found free to
-        # change (3: every side, 1: x alone, 0: none, nothing searched).
+        # change (3: every side, 2: x and y, 1: x alone, 0: none, nothing
+        # searched).
         self.free_sides = 0
         self._shapes: dict[int, tuple[str, ...]] = {}  # shapes(free), asked for every trial
 
@@ -373,8 +374,8 @@ class Geometry(SearchSpace):
         return self._shapes[free]
 
     def probe(self, free: int = 3) -> tuple[int, int, int] | None:
-        """Another shape whose first `free` sides may differ: with every side
-        free, one of as many threads differing in as many sides as can be
+        """Another shape whose first `free` sides may differ: with two or
+        three, one of as many threads differing in as many of them as can be
         (then the widest); with x alone, the x side nearest half the
         recorded one. None: there is none."""
         recorded = tuple(self.instance.block)
@@ -407,12 +408,19 @@ class Geometry(SearchSpace):
                         settings: ReplayConfig) -> None:
         """A 2-D or 3-D launch: replays `settings` under another shape, every
         side changed where it can be, else x alone; the first that verifies
-        says which sides are searched (free_sides)."""
+        says which sides are searched (free_sides). Where every side would
+        move one whose sizes the kernel never reads, x and y are tried in
+        its place."""
         self.free_sides = 0
-        for free in (3, 1):
+        skipped = False
+        for free in (3, 2, 1):
             shape = self.probe(free)
-            if shape is not None and self.may_change(shape) and evaluate(
-                    dataclasses.replace(settings, **self.covering(shape))).verified:
+            if shape is None or (free == 2 and not skipped):
+                continue
+            if not self.may_change(shape):
+                skipped = True
+                continue
+            if evaluate(dataclasses.replace(settings, **self.covering(shape))).verified:
                 self.free_sides = free
                 return
 

@@ -110,3 +110,27 @@ def test_a_cubin_kernel_is_probed_as_before(tmp_path):
     space = auto_space(instance(tmp_path, block=(8, 8, 4), grid=(4, 8, 2),
                                 image=cubin_image()), H100)
     assert len(probes(space)) == 1
+
+
+def test_a_kernel_reading_x_and_y_but_not_z_is_probed_and_searched_in_x_and_y(tmp_path):
+    from mneme_cc.tune.space import parse_shape
+
+    read = "mov.u32 %r1, %ntid.x;\n\tmov.u32 %r1, %nctaid.y;"
+    space = auto_space(instance(tmp_path, block=(8, 8, 4), grid=(4, 8, 2),
+                                image=ptx_reading(read)), H100)
+    (probe,) = probes(space)  # x and y moved, z as recorded
+    assert probe.block[2] == 4 and probe.block[:2] != (8, 8)
+    assert probe.block[0] * probe.block[1] == 64
+    (dim,) = [d for d in space.dimensions() if d.name == "block_shape"]
+    assert {parse_shape(name)[2] for name in dim.choices} == {4}
+    assert {parse_shape(name)[:2] for name in dim.choices} > {(8, 8), probe.block[:2]}
+
+
+def test_a_kernel_reading_every_side_is_not_probed_in_x_and_y_after_every_side_failed(
+        tmp_path):
+    read = "mov.u32 %r1, %ntid.x;\n\tmov.u32 %r1, %ntid.y;\n\tmov.u32 %r1, %ntid.z;"
+    space = auto_space(instance(tmp_path, block=(8, 8, 4), grid=(4, 8, 2),
+                                image=ptx_reading(read)), H100)
+    tried = []
+    space.calibrate(lambda c: tried.append(c) or SimpleNamespace(verified=False))
+    assert len(tried) == 2 and tried[1].block == (4, 8, 4)  # every side, then x alone
