@@ -48,21 +48,44 @@ def probes(space) -> list:
     return tried
 
 
-@pytest.mark.parametrize("text, sides", [
-    ("call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()", {"x"}),
-    ("call i32 @llvm.nvvm.read.ptx.sreg.ntid.y() call i32 @llvm.nvvm.read.ptx.sreg.tid.z()",
-     {"y"}),
-    ('call i32 asm "mov.u32 $0, %ntid.z;", "=r"()', {"z"}),
-    ('call <4 x i32> asm "mov.v4.u32 $0, %ntid;", "=r"()', {"x", "y", "z"}),
+def ir_kernel(*lines: str, helpers: str = "") -> SimpleNamespace:
+    """A kernel whose module text defines it with these lines (and helpers)."""
+    body = "".join(f"  {line}\n" for line in lines)
+    return SimpleNamespace(has_ir=True, name="k",
+                           module=f"define void @k() {{\n{body}  ret void\n}}\n{helpers}")
+
+
+HELPER_READING_Y = "define i32 @h() {\n  %y = call i32 @llvm.nvvm.read.ptx.sreg.ntid.y()\n}\n"
+
+
+@pytest.mark.parametrize("lines, sides", [
+    (["%x = call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()"], {"x"}),
+    (["%y = tail call noundef range(i32 1, 1025) i32 @llvm.nvvm.read.ptx.sreg.ntid.y()",
+      "%z = call i32 @llvm.nvvm.read.ptx.sreg.tid.z()"], {"y"}),
+    (['%z = call i32 asm "mov.u32 $0, %ntid.z;", "=r"()'], {"z"}),
+    (['%v = call <4 x i32> asm "mov.v4.u32 $0, %ntid;", "=r"()'], {"x", "y", "z"}),
     # i = threadIdx.x * gridDim.x + blockIdx.x covers the same threads under any split.
-    ("call i32 @llvm.nvvm.read.ptx.sreg.tid.x() call i32 @llvm.nvvm.read.ptx.sreg.nctaid.x()",
-     {"x"}),
-    ('call i32 asm "mov.u32 $0, %nctaid.y;", "=r"()', {"y"}),
-    ("call i32 @llvm.nvvm.read.ptx.sreg.tid.x() call i32 @llvm.nvvm.read.ptx.sreg.ctaid.y()",
-     set()),
+    (["%t = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()",
+      "%g = call i32 @llvm.nvvm.read.ptx.sreg.nctaid.x()"], {"x"}),
+    (['%g = call i32 asm "mov.u32 $0, %nctaid.y;", "=r"()'], {"y"}),
+    (["%t = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()",
+      "%b = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.y()",
+      "%e = call float @__nv_expf(float 1.0)"], set()),
 ])
-def test_the_sides_read_are_found_in_the_module_text(text, sides):
-    assert sides_read(SimpleNamespace(has_ir=True, module=text)) == sides
+def test_the_sides_read_are_found_in_the_kernel_s_code(lines, sides):
+    assert sides_read(ir_kernel(*lines)) == sides
+
+
+def test_what_the_kernel_calls_counts_and_the_module_s_other_functions_do_not():
+    calls = ir_kernel("%r = call i32 @h()", helpers=HELPER_READING_Y)
+    assert sides_read(calls) == {"y"}
+    assert sides_read(ir_kernel("%t = call i32 @llvm.nvvm.read.ptx.sreg.tid.x()",
+                                helpers=HELPER_READING_Y)) == set()
+
+
+@pytest.mark.parametrize("line", ["call void %fp()", "%r = call i32 @elsewhere()"])
+def test_a_call_whose_code_the_module_lacks_may_read_anything(line):
+    assert sides_read(ir_kernel(line, helpers="declare i32 @elsewhere()\n")) is None
 
 
 def test_what_cannot_be_read_may_read_every_side():
