@@ -17,15 +17,22 @@ import re
 from mneme_cc.errors import MnemeError
 from mneme_cc.replay.compiling import irtext
 
-_INTRINSIC = re.compile(r"@llvm\.nvvm\.read\.ptx\.sreg\.(?:ntid|nctaid)\.([xyz])\b")
+# The block's and the grid's sizes, the grid's also counted in clusters.
+_SIZES = r"(?:ntid|nctaid|nclusterid|cluster[._]nctaid)"
+_INTRINSIC = re.compile(rf"@llvm\.nvvm\.read\.ptx\.sreg\.{_SIZES}\.([xyz])\b")
 # PTX's registers, also in inline assembly within the IR; bare, all three sides.
-_REGISTER = re.compile(r"%(?:ntid|nctaid)(?:\.([xyz]))?\b")
-# A call's target: @name (direct) or %value (through a pointer).
-_CALL = re.compile(r"\bcall\b[^\n]*?([@%][\w.$-]+)\(")
+_REGISTER = re.compile(rf"%{_SIZES}(?:\.([xyz]))?\b")
+# A call instruction (what follows its keyword), and its target: @name or
+# @"quoted name" (direct), %value (through a pointer).
+_NAME = r'(?:"[^"\n]*"|[\w.$-]+)'
+_CALL = re.compile(rf"^\s*(?:%{_NAME}\s*=\s*)?(?:(?:tail|musttail|notail)\s+)?call\b(.*)$")
+_TARGET = re.compile(rf"([@%]{_NAME})\(")
+_INLINE_ASM = re.compile(r'^[^"@%]*\basm\b')
 # Functions whose code never reads a launch's sizes: LLVM's intrinsics (the
 # size reads among them are matched by name), libdevice's math and the
 # device runtime's printf and assert.
-_KNOWN = ("llvm.", "__nv_", "vprintf", "__assertfail")
+_KNOWN_PREFIXES = ("llvm.", "__nv_")
+_KNOWN = {"vprintf", "__assertfail"}
 
 
 def reachable(text: str, kernel: str) -> str | None:
@@ -42,11 +49,19 @@ def reachable(text: str, kernel: str) -> str | None:
         if body is None:
             return None
         parts.append(body)
-        for target in _CALL.findall(body):
-            if target.startswith("%"):
+        for line in body.splitlines():
+            call = _CALL.match(line)
+            if call is None or _INLINE_ASM.match(call.group(1)):
+                continue  # inline assembly is read as it stands
+            target = _TARGET.search(call.group(1))
+            if target is None:
                 return None
-            if not target[1:].startswith(_KNOWN):
-                todo.append(target[1:])
+            callee = target.group(1)
+            if callee.startswith("%"):
+                return None
+            callee = callee[1:]
+            if not (callee.startswith(_KNOWN_PREFIXES) or callee in _KNOWN):
+                todo.append(callee)
     return "\n".join(parts)
 
 

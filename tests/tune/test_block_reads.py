@@ -83,9 +83,27 @@ def test_what_the_kernel_calls_counts_and_the_module_s_other_functions_do_not():
                                 helpers=HELPER_READING_Y)) == set()
 
 
-@pytest.mark.parametrize("line", ["call void %fp()", "%r = call i32 @elsewhere()"])
+@pytest.mark.parametrize("line", ["call void %fp()", "%r = call i32 @elsewhere()",
+                                  "%r = call i32 @vprintf_helper()"])
 def test_a_call_whose_code_the_module_lacks_may_read_anything(line):
     assert sides_read(ir_kernel(line, helpers="declare i32 @elsewhere()\n")) is None
+
+
+def test_a_value_named_call_is_no_call():
+    assert sides_read(ir_kernel("%call = add i32 0, 1", "store i32 %call, ptr %p")) == set()
+
+
+def test_a_callee_with_a_quoted_name_is_followed():
+    helper = ('define i32 @"my helper"() {\n'
+              "  %z = call i32 @llvm.nvvm.read.ptx.sreg.ntid.z()\n}\n")
+    assert sides_read(ir_kernel('%r = call i32 @"my helper"()', helpers=helper)) == {"z"}
+
+
+@pytest.mark.parametrize("line", ["%c = call i32 @llvm.nvvm.read.ptx.sreg.nclusterid.x()",
+                                  '%c = call i32 asm "mov.u32 $0, %nclusterid.x;", "=r"()',
+                                  '%c = call i32 asm "mov.u32 $0, %cluster_nctaid.x;", "=r"()'])
+def test_the_grid_counted_in_clusters_is_a_read_of_its_size(line):
+    assert sides_read(ir_kernel(line)) == {"x"}
 
 
 def test_what_cannot_be_read_may_read_every_side():
