@@ -52,7 +52,7 @@ def reachable(text: str, kernel: str) -> str | None:
         for line in body.splitlines():
             call = _CALL.match(line)
             if call is None or _INLINE_ASM.match(call.group(1)):
-                continue  # inline assembly is read as it stands
+                continue  # not a call, or inline assembly (read with the rest)
             target = _TARGET.search(call.group(1))
             if target is None:
                 return None
