@@ -42,6 +42,12 @@ PASSED = (VERIFIED, NONDETERMINISTIC)
 NUMERICS_CHANGING = "numerics_changing"  # pruned, or found so after it ran
 INFEASIBLE = "infeasible"  # pruned, not run
 
+
+def passed(counts) -> int:
+    """How many of the outcomes counted (outcome -> count) passed verification."""
+    return sum(counts.get(o, 0) for o in PASSED)
+
+
 #: How a replay says the device lost its context in a probe's run (the
 #: application's kernel, or the build's IR, at the recorded geometry), not
 #: in the configuration's own launches.

@@ -163,7 +163,7 @@ def _main(conn, parent: int, tuner_class, db_path: str, name: str, settings, pro
 
     def counted(tuner, _result) -> None:  # as of each tell (with what was pruned unrun)
         counts[2 * slot] = sum(tuner.counts.values())
-        counts[2 * slot + 1] = sum(tuner.counts[o] for o in oc.PASSED)
+        counts[2 * slot + 1] = oc.passed(tuner.counts)
 
     try:
         tuner = tuner_class(_instance(db_path, name), settings, on_trial=counted, props=props,
@@ -206,7 +206,7 @@ def live_progress(tuner, summary: dict[str, Any]) -> list[tuple[int, int, int]]:
                 if "trials" in d]
     if not tuner.device_loops:
         return []
-    verified = sum(summary["outcomes"].get(o, 0) for o in oc.PASSED)
+    verified = oc.passed(summary["outcomes"])
     return [(tuner.settings.devices[0], summary["trials"], verified),
             *tuner.device_loops.progress()]
 
@@ -250,5 +250,5 @@ def merged(own: dict[str, Any], loops: list[dict[str, Any]], device: int) -> dic
 
 def _device_row(device: int, summary: dict[str, Any]) -> dict[str, Any]:
     return {"device": device, "trials": summary["trials"],
-            "verified": sum(summary["outcomes"].get(o, 0) for o in oc.PASSED),
+            "verified": oc.passed(summary["outcomes"]),
             "verified_per_second": summary["verified_per_second"]}

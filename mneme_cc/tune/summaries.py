@@ -39,9 +39,9 @@ def summary(tuner) -> dict[str, Any]:
         "raced": tuner.raced,
         "learned_numerics": tuner.learned.summary(),
         "observations_per_second": done / elapsed if elapsed else 0.0,
-        "verified_per_second": sum(tuner.counts[o] for o in oc.PASSED) / elapsed
+        "verified_per_second": oc.passed(tuner.counts) / elapsed
         if elapsed else 0.0,
-        "distinct_verified_per_second": sum(tuner.distinct[o] for o in oc.PASSED) / elapsed
+        "distinct_verified_per_second": oc.passed(tuner.distinct) / elapsed
         if elapsed else 0.0,
         "baseline": tuner.baseline.to_dict() if tuner.baseline else None,
         "best_median_ms": tuner.best.median_ms if tuner.best else None,
