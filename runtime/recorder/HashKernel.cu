@@ -64,8 +64,8 @@ extern "C" __global__ void mneme_hash_pieces(const HashRange *Ranges, unsigned C
     uint64_t M1 = (First + 2 * Pair + 1) * K1, M2 = (First + 2 * Pair + 1) * K2;
     const uint64_t D1 = 2 * Step * K1, D2 = 2 * Step * K2;
     auto Mix = [&](ulonglong2 V) {
-      Lo += fmix64(V.x + M1) + fmix64(V.y + M1 + K1);
-      Hi += fmix64(rotl64(V.x, 29) ^ M2) + fmix64(rotl64(V.y, 29) ^ (M2 + K2));
+      absorbAt(V.x, M1, M2, Lo, Hi);
+      absorbAt(V.y, M1 + K1, M2 + K2, Lo, Hi);
       M1 += D1;
       M2 += D2;
     };

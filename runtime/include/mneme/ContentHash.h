@@ -42,10 +42,17 @@ MNEME_HD uint64_t fmix64(uint64_t X) {
 
 MNEME_HD uint64_t rotl64(uint64_t X, int R) { return (X << R) | (X >> (64 - R)); }
 
+// Adds a word to the running sums, given its index's multiples
+// (Index + 1) * K1 and (Index + 1) * K2: a walk over consecutive words
+// advances them by addition.
+MNEME_HD void absorbAt(uint64_t Word, uint64_t M1, uint64_t M2, uint64_t &Lo, uint64_t &Hi) {
+  Lo += fmix64(Word + M1);
+  Hi += fmix64(rotl64(Word, 29) ^ M2);
+}
+
 // Adds word number Index to the running sums.
 MNEME_HD void absorb(uint64_t Word, uint64_t Index, uint64_t &Lo, uint64_t &Hi) {
-  Lo += fmix64(Word + (Index + 1) * K1);
-  Hi += fmix64(rotl64(Word, 29) ^ ((Index + 1) * K2));
+  absorbAt(Word, (Index + 1) * K1, (Index + 1) * K2, Lo, Hi);
 }
 
 MNEME_HD Digest finish(uint64_t Lo, uint64_t Hi, uint64_t Size) {
