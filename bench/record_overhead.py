@@ -63,23 +63,30 @@ SUITE = ["vector_add", "cg", "stencil3d", "tree_search", "atomic_sum", "big_shar
 NONE = "--kernels=^$"  # a filter no kernel name matches
 
 
-#: A process that creates a CUDA context and prints how long that took (s).
-CONTEXT_PROBE = """
-import sys, time
-from cuda.bindings import driver as cu
+def _checked(result):
+    """A cuda-bindings driver call's value; RuntimeError on a CUDA error."""
+    from cuda.bindings import driver as cu
 
-def ok(result):
     result = result if isinstance(result, tuple) else (result,)
     if result[0] != cu.CUresult.CUDA_SUCCESS:
-        sys.exit(f"the context probe: {result[0]}")
+        raise RuntimeError(f"{result[0]}")
     return result[1] if len(result) > 1 else None
 
-start = time.perf_counter()
-ok(cu.cuInit(0))
-ok(cu.cuCtxSetCurrent(ok(cu.cuDevicePrimaryCtxRetain(ok(cu.cuDeviceGet(0))))))
-ok(cu.cuCtxSynchronize())
-print(time.perf_counter() - start)
-"""
+
+def context_seconds() -> float:
+    """How long this process takes to make a CUDA context (from cuInit)."""
+    from cuda.bindings import driver as cu
+
+    start = time.perf_counter()
+    _checked(cu.cuInit(0))
+    _checked(cu.cuCtxSetCurrent(_checked(cu.cuDevicePrimaryCtxRetain(_checked(cu.cuDeviceGet(0))))))
+    _checked(cu.cuCtxSynchronize())
+    return time.perf_counter() - start
+
+
+#: A process that makes a CUDA context and prints how long that took (s).
+CONTEXT_PROBE = (f"import sys\nsys.path.insert(0, {str(Path(__file__).resolve().parent)!r})\n"
+                 "import record_overhead\nprint(record_overhead.context_seconds())\n")
 
 
 class Runner:
@@ -303,27 +310,20 @@ def device_to_host_gbps(size: int = 256 << 20) -> float | None:
         from cuda.bindings import driver as cu
     except ImportError:
         return None
-
-    def ok(result):
-        result = result if isinstance(result, tuple) else (result,)
-        if result[0] != cu.CUresult.CUDA_SUCCESS:
-            raise RuntimeError(f"{result[0]}")
-        return result[1] if len(result) > 1 else None
-
     try:
-        ok(cu.cuInit(0))
-        device = ok(cu.cuDeviceGet(0))
-        ok(cu.cuCtxSetCurrent(ok(cu.cuDevicePrimaryCtxRetain(device))))
-        source, target = ok(cu.cuMemAlloc(size)), ok(cu.cuMemAllocHost(size))
-        ok(cu.cuMemcpyDtoH(target, source, size))  # the first copy maps the pages
+        _checked(cu.cuInit(0))
+        device = _checked(cu.cuDeviceGet(0))
+        _checked(cu.cuCtxSetCurrent(_checked(cu.cuDevicePrimaryCtxRetain(device))))
+        source, target = _checked(cu.cuMemAlloc(size)), _checked(cu.cuMemAllocHost(size))
+        _checked(cu.cuMemcpyDtoH(target, source, size))  # the first copy maps the pages
         best = float("inf")
         for _ in range(5):
             start = time.perf_counter()
-            ok(cu.cuMemcpyDtoH(target, source, size))
+            _checked(cu.cuMemcpyDtoH(target, source, size))
             best = min(best, time.perf_counter() - start)
-        ok(cu.cuMemFreeHost(target))
-        ok(cu.cuMemFree(source))
-        ok(cu.cuDevicePrimaryCtxRelease(device))
+        _checked(cu.cuMemFreeHost(target))
+        _checked(cu.cuMemFree(source))
+        _checked(cu.cuDevicePrimaryCtxRelease(device))
         return size / best / 1e9
     except RuntimeError:
         return None
