@@ -55,15 +55,18 @@ def _record(examples: Path, db: Path, name: str, args: list[str], kernel: str,
 EXTRA: list[str] = []
 
 
-def where_time_went(spent: dict[str, float]) -> str:
+def where_time_went(spent: dict[str, float], loops: int = 1) -> str:
     """A study's seconds by stage: what came before its first trial (the
     workers' start, the baselines, calibrating replays), the loop's asks and
     tells, then what its trials spent compiling (summed over compile
-    processes), queued for a GPU and on the GPU (summed over GPUs)."""
+    processes), queued for a GPU and on the GPU (summed over GPUs). With a
+    loop per GPU every stage but the wall is summed over the loops, which
+    ran side by side."""
     def total(prefix: str) -> float:
         return sum(v for k, v in spent.items() if k.startswith(prefix))
     first = sum(spent.get(k, 0) for k in ("startup", "baselines", "calibrate"))
-    return (f"wall {spent.get('wall', 0):.1f} s: before the first trial {first:.1f} "
+    summed = f"; the rest summed over {loops} loops" if loops > 1 else ""
+    return (f"wall {spent.get('wall', 0):.1f} s{summed}: before the first trial {first:.1f} "
             f"(start {spent.get('startup', 0):.1f}), ask {spent.get('ask', 0):.1f} ("
             + ", ".join(f"{k[4:]} {v:.1f}" for k, v in spent.items() if k.startswith("ask."))
             + f"), tell {spent.get('tell', 0):.1f}, the loop on a processor "
@@ -118,7 +121,8 @@ def study(examples: Path, scratch: Path, name: str, args: list[str], kernel: str
             "over_budget_s": s["time_spent"]["wall"] - budget, "cli_wall_s": wall,
             "baseline_ms": (s["baseline"] or {}).get("median_ms"),
             "best_ms": s["best_median_ms"], "time_spent": s["time_spent"],
-            "where": where_time_went(s["time_spent"]), "askers": s.get("askers"),
+            "where": where_time_went(s["time_spent"], len(s.get("devices") or [None])),
+            "askers": s.get("askers"),
             "raced": s.get("raced"), "worker_restarts": s.get("worker_restarts"),
             "learned_numerics": s.get("learned_numerics"),
             "gpu_floor_per_s": gpu_floor(s), "loops": len(s.get("devices") or [None])}
