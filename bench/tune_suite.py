@@ -51,7 +51,7 @@ def _record(examples: Path, db: Path, name: str, args: list[str], kernel: str,
                    check=True, capture_output=True)
 
 
-#: Flags every study of the run gets (--askers, --devices, --no-race).
+#: Flags every study of the run gets (--askers, --devices, --no-race, --warmup).
 EXTRA: list[str] = []
 
 
@@ -167,12 +167,15 @@ def main() -> None:
     parser.add_argument("--devices", help="GPU ordinals for every study, e.g. 0,1")
     parser.add_argument("--no-race", action="store_true",
                         help="time every trial in full (mneme tune --no-race)")
+    parser.add_argument("--warmup", type=int, help="untimed launches before each trial's timed "
+                        "ones (mneme tune --warmup; its default when not given)")
     parser.add_argument("--warm-start", action="store_true",
                         help="measure what warm start saves instead (two instances each)")
     a = parser.parse_args()
     EXTRA.extend([*(["--askers", str(a.askers)] if a.askers is not None else []),
                   *(["--devices", a.devices] if a.devices else []),
-                  *(["--no-race"] if a.no_race else [])])
+                  *(["--no-race"] if a.no_race else []),
+                  *(["--warmup", str(a.warmup)] if a.warmup is not None else [])])
     wanted = set(a.only.split(",")) if a.only else None
     rows = []
     measure = warm_start_check if a.warm_start else study
