@@ -131,6 +131,52 @@ class TrialResult:
         return out
 
 
+class CompileAhead:
+    """When a compile process that has compiled a trial also compiles what
+    that trial's contraction probe would run, so that the GPU worker finds
+    it compiled should the trial fail: once the probe has explained a
+    failure, and only while the trials waiting for a GPU hold at least as
+    much GPU time as that compile takes. A failure whose probe was not
+    compiled ahead still has it compiled, then (ProbeJob); compiling ahead
+    for every trial that waits doubles the compiles, and on a host whose
+    compile processes fill its cores it takes them from the trials' own."""
+
+    SMOOTHING = 0.2  # a new measure's weight in the running estimates
+
+    def __init__(self, gpus: int):
+        self.gpus = max(1, gpus)
+        self.explains = False  # the contraction probe explained a failure
+        self.gpu_each = 0.0  # seconds a GPU worker spends on an item
+        self.compile_each: float | None = None  # seconds a probe's compile takes
+        self.seconds = 0.0  # seconds compiled ahead, over the compile processes
+        self._lock = threading.Lock()
+
+    def wanted(self, waiting: int, compiled_in: float) -> bool:
+        """Whether to compile ahead now, with `waiting` items queued for the
+        GPUs; `compiled_in`: the trial's own compile just now, which stands
+        for a probe's until one was timed."""
+        if not self.explains:
+            return False
+        compile_each = compiled_in if self.compile_each is None else self.compile_each
+        return waiting * self.gpu_each / self.gpus >= compile_each
+
+    def gpu_ran(self, seconds: float) -> None:
+        """A GPU worker's seconds for one item (a trial or a probe)."""
+        with self._lock:
+            self.gpu_each = self._smoothed(self.gpu_each or None, seconds)
+
+    def compiled(self, seconds: float, ahead: bool) -> None:
+        """A probe's compile took `seconds`: ahead of its trial's failure, or
+        after it (the failure's own stage, not counted here)."""
+        with self._lock:
+            self.compile_each = self._smoothed(self.compile_each, seconds)
+            if ahead:
+                self.seconds += seconds
+
+    def _smoothed(self, estimate: float | None, seconds: float) -> float:
+        return seconds if estimate is None else estimate + self.SMOOTHING * (seconds - estimate)
+
+
 class ReplayExecutor:
     """Compiles in `compile_workers` processes; runs on each of `devices`."""
 
@@ -149,12 +195,9 @@ class ReplayExecutor:
         # why a trial should no longer run as it is sent to a GPU worker
         # (what the study learned while it was compiled and queued).
         self.faults: FaultingGeometries | None = None
-        # Set once the contraction probe has explained a failure: from then on,
-        # while trials wait for a GPU, a compile process that has compiled a
-        # trial also compiles what its probe would run (mneme_cc.tune.workers).
-        self._probe_explains = False
-        self._probe_seconds = 0.0
-        self._probe_lock = threading.Lock()
+        # Whether a compile process that has compiled a trial also compiles
+        # what its contraction probe would run (mneme_cc.tune.workers).
+        self.ahead = CompileAhead(len(devices))
         self._cancelled = threading.Event()
         # What the workers are working on or hold: cancel() ends it without waiting.
         self._current: dict[Future, tuple[ReplayConfig, float]] = {}  # future -> (config, started)
@@ -238,7 +281,9 @@ class ReplayExecutor:
             self._settle(future, self._cancelled_result(config, started))
             return
         self._current[future] = (config, started)
+        asked = time.perf_counter()
         kind, reply = worker.ask((config.to_json(), self.arch, False), self.compile_timeout)
+        compiled_in = time.perf_counter() - asked
         self._current.pop(future, None)
         spent = {"compile_seconds": {"failed": time.perf_counter() - started}}
         if self._cancelled.is_set():
@@ -256,11 +301,9 @@ class ReplayExecutor:
         else:
             self._gpu_queue.put(ReadyTrial(config, reply[1], reply[2] if len(reply) > 2 else None,
                                           started, time.perf_counter(), future))
-            # With the trial queued, and only while the GPU is behind.
-            if self._probe_explains and self._gpu_queue.qsize() >= len(self.workers):
-                spent = self._compile_probe_variants(worker, config)
-                with self._probe_lock:
-                    self._probe_seconds += spent
+            # With the trial queued, and only while the GPUs have work enough.
+            if self.ahead.wanted(self._gpu_queue.qsize(), compiled_in):
+                self.ahead.compiled(self._compile_probe_variants(worker, config), ahead=True)
 
     def _compile_probe(self, worker: Worker, job: ProbeJob) -> None:
         """Compiles what a failed trial's pending probe runs (its `probe`
@@ -272,6 +315,7 @@ class ReplayExecutor:
         self._current[job.future] = (job.config, job.started)
         begun = time.perf_counter()
         spent = self._compile_probe_variants(worker, job.config)
+        self.ahead.compiled(spent, ahead=False)
         self._current.pop(job.future, None)
         now = time.perf_counter()
         job.stages["compile_seconds"] = {**job.stages["compile_seconds"], "probe": spent}
@@ -296,8 +340,7 @@ class ReplayExecutor:
     def probe_compile_seconds(self) -> float:
         """Compile processes' seconds spent compiling ahead for probes (no
         trial's own: a trial's pending probe is its `probe` compile stage)."""
-        with self._probe_lock:
-            return self._probe_seconds
+        return self.ahead.seconds
 
     def _serve(self, worker: GpuWorker) -> None:
         """Keeps up to GPU_DEPTH trials with the worker: the next is in its
@@ -394,6 +437,8 @@ class ReplayExecutor:
         kind, reply = worker.receive(self.trial_timeout,
                                      restart_if=lambda r: r.get("outcome") == oc.RUNTIME_ERROR)
         self._current.pop(future, None)
+        if kind == "reply":
+            self.ahead.gpu_ran(sum((reply.get("replay_seconds") or {}).values()))
         if self._cancelled.is_set():
             self._settle(future, self._cancelled_result(config, started, **stages))
             return
@@ -413,7 +458,7 @@ class ReplayExecutor:
             reply = _probed(item.probe_of.failed, reply)
         reply.setdefault("error", "")
         if reply["outcome"] == oc.NUMERICS_CHANGING:
-            self._probe_explains = True
+            self.ahead.explains = True
         result = TrialResult(config=config, seconds=time.perf_counter() - started,
                              **stages, **reply)
         if result.outcome == oc.FAILED_VERIFICATION and result.mismatches:

@@ -200,7 +200,7 @@ def test_a_queued_trial_whose_geometry_faulted_meanwhile_never_reaches_the_gpu()
 
     from mneme_cc.replay import outcome as oc
     from mneme_cc.replay.config import ReplayConfig
-    from mneme_cc.tune.executor import ReadyTrial, ReplayExecutor
+    from mneme_cc.tune.executor import CompileAhead, ReadyTrial, ReplayExecutor
     from mneme_cc.tune.feasibility import FaultingGeometries
 
     wide = ReplayConfig(grid=(4, 1, 1), block=(1024, 1, 1))
@@ -228,6 +228,7 @@ def test_a_queued_trial_whose_geometry_faulted_meanwhile_never_reaches_the_gpu()
 
     seen = FaultingGeometries((16, 1, 1), (256, 1, 1))
     executor = object.__new__(ReplayExecutor)  # its GPU stage alone, no processes
+    executor.ahead = CompileAhead(1)
     executor._cancelled, executor._current, executor._gpu_queue = threading.Event(), {}, queue.Queue()
     executor.race_above_ms, executor.faults, executor.trial_timeout = None, seen, 30.0
     worker = Worker()
@@ -260,7 +261,7 @@ def test_a_failure_s_probe_is_compiled_by_a_compile_process_then_run_alone():
 
     from mneme_cc.replay import outcome as oc
     from mneme_cc.replay.config import ReplayConfig
-    from mneme_cc.tune.executor import CompileJob, ProbeJob, ReplayExecutor, _Jobs
+    from mneme_cc.tune.executor import CompileAhead, CompileJob, ProbeJob, ReplayExecutor, _Jobs
 
     explained, miscompiled, fine = (ReplayConfig(pipeline=f"default<O{n}>") for n in (1, 2, 3))
     compiled: list = []
@@ -302,8 +303,7 @@ def test_a_failure_s_probe_is_compiled_by_a_compile_process_then_run_alone():
     executor._compile_queue, executor._gpu_queue = _Jobs(), _Jobs()
     executor.race_above_ms, executor.faults, executor.arch = None, None, "sm_90"
     executor.trial_timeout = executor.compile_timeout = 30.0
-    executor._probe_explains, executor._probe_seconds = False, 0.0
-    executor._probe_lock, executor.workers = threading.Lock(), [None]
+    executor.ahead, executor.workers = CompileAhead(1), [None]
     gpu = Gpu()
     threads = [threading.Thread(target=executor._compile, args=(Compiler(),)),
                threading.Thread(target=executor._serve, args=(gpu,))]
@@ -331,7 +331,7 @@ def test_a_failure_s_probe_is_compiled_by_a_compile_process_then_run_alone():
         ("default<O1>", False), ("default<O1>", True), ("default<O2>", False),
         ("default<O2>", True), ("default<O3>", False)]
     # Compiled for the trial that waited on it: its own stage, not the executor's ahead count.
-    assert executor._probe_explains and executor._probe_seconds == 0 and not executor._current
+    assert executor.ahead.explains and executor.ahead.seconds == 0 and not executor._current
     # A probe goes before the trials waiting in either queue: its trial ran already.
     jobs = _Jobs()
     jobs.put(CompileJob(fine, 0.0, None))
@@ -340,13 +340,34 @@ def test_a_failure_s_probe_is_compiled_by_a_compile_process_then_run_alone():
     assert [jobs.get()[0] for _ in range(3)] == [explained, miscompiled, fine]
 
 
+def test_a_probe_is_compiled_ahead_only_while_the_gpus_queue_outlasts_that_compile():
+    """Compiling ahead doubles a trial's compiles: only once the probe has
+    explained a failure, and while the trials waiting for the GPUs would
+    keep them busy for as long as the compile takes."""
+    from mneme_cc.tune.executor import CompileAhead
+
+    ahead = CompileAhead(gpus=2)
+    ahead.gpu_ran(0.25)
+    assert not ahead.wanted(1000, 0.5)  # no failure explained yet
+    ahead.explains = True
+    # 4 items over 2 GPUs at 0.25 s: 0.5 s of GPU time, as long as the
+    # trial's own compile, which stands for the probe's until one is timed.
+    assert ahead.wanted(4, 0.5) and not ahead.wanted(3, 0.5)
+    ahead.compiled(1.0, ahead=True)  # a probe's compile, timed: it stands from now on
+    assert not ahead.wanted(4, 0.5) and ahead.wanted(8, 0.5)
+    ahead.compiled(2.0, ahead=False)  # a pending probe's: the estimate, not the count
+    assert ahead.seconds == 1.0 and ahead.compile_each == pytest.approx(1.2)
+    ahead.gpu_ran(1.25)  # the GPU's time an item follows what the workers answer
+    assert ahead.gpu_each == pytest.approx(0.45)
+
+
 def test_a_trial_s_kernel_goes_to_gpus_of_its_architecture_and_its_wait_ends_as_it_starts():
     import threading
     import time
     from concurrent.futures import Future
 
     from mneme_cc.replay.config import ReplayConfig
-    from mneme_cc.tune.executor import ReadyTrial, ReplayExecutor
+    from mneme_cc.tune.executor import CompileAhead, ReadyTrial, ReplayExecutor
 
     class Worker:
         def __init__(self, arch):
@@ -356,6 +377,7 @@ def test_a_trial_s_kernel_goes_to_gpus_of_its_architecture_and_its_wait_ends_as_
             self.sent.append(message)
 
     executor = object.__new__(ReplayExecutor)  # its GPU stage alone, no processes
+    executor.ahead = CompileAhead(1)
     executor._cancelled, executor._current, executor.faults = threading.Event(), {}, None
     executor.race_above_ms, executor.arch = 2.5, "sm_90"
     kernel = {"cubin": b"\x7fELF", "resources": {}}
