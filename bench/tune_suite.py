@@ -67,7 +67,9 @@ def where_time_went(spent: dict[str, float], loops: int = 1) -> str:
     first = sum(spent.get(k, 0) for k in ("startup", "baselines", "calibrate"))
     summed = f"; the rest summed over {loops} loops" if loops > 1 else ""
     return (f"wall {spent.get('wall', 0):.1f} s{summed}: before the first trial {first:.1f} "
-            f"(start {spent.get('startup', 0):.1f}), ask {spent.get('ask', 0):.1f} ("
+            f"(start {spent.get('startup', 0):.1f}: GPU workers ready after "
+            f"{spent.get('startup.gpu', 0):.1f}, compile processes after "
+            f"{spent.get('startup.compile', 0):.1f}), ask {spent.get('ask', 0):.1f} ("
             + ", ".join(f"{k[4:]} {v:.1f}" for k, v in spent.items() if k.startswith("ask."))
             + f"), tell {spent.get('tell', 0):.1f}, the loop on a processor "
             f"{spent.get('loop.cpu', 0):.1f}, results written "

@@ -220,6 +220,11 @@ class ReplayExecutor:
             self._close_workers()
             raise
         self.arch = self.workers[0].arch
+        # Seconds until the slowest of each kind was ready: GPU workers restore
+        # the instance, compile processes import LLVM and read it.
+        self.start_seconds = {"gpu": max(w.start_seconds for w in self.workers),
+                              "compile": max((w.start_seconds for w in self.compilers),
+                                             default=0.0)}
         self._compile_queue: queue.Queue = _Jobs()
         self._gpu_queue: queue.Queue = _Jobs()
         self._threads = [threading.Thread(target=self._compile, args=(w,), daemon=True)

@@ -284,6 +284,8 @@ class Tuner:
                             cache_dir=s.cache_dir, trial_timeout=s.trial_timeout,
                             compile_timeout=s.compile_timeout) as ex:
             self.time_spent["startup"] = time.perf_counter() - begun
+            for kind, seconds in ex.start_seconds.items():
+                self.time_spent[f"startup.{kind}"] = seconds
             self.baseline = self._within_deadline(ex, self.space.baseline())
             if self.joining is None:  # a joining loop times as the study's tuner chose
                 self._time_as_the_study(ex, s)

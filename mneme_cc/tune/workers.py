@@ -210,6 +210,7 @@ class Worker:
         self._state = threading.Lock()
         self.process: Any = None
         self.hello: Any = None
+        self.launched = self.start_seconds = 0.0
         self._launch()
         if wait:
             self.ready()
@@ -224,6 +225,7 @@ class Worker:
                 raise MnemeError(f"{self.label}: cancelled")
             process.start()
             self.conn, self.process = conn, process
+            self.launched = time.perf_counter()
         child.close()
         self.restarts += 1
 
@@ -239,6 +241,7 @@ class Worker:
         if "fatal" in hello:
             raise MnemeError(hello["fatal"])
         self.hello = hello["ready"]
+        self.start_seconds = time.perf_counter() - self.launched  # its latest start
 
     @property
     def label(self) -> str:

@@ -1211,6 +1211,25 @@ def test_a_worker_that_cannot_be_restarted_answers_died_and_never_raises(tmp_pat
         worker.close()
 
 
+def test_a_study_says_how_long_its_gpu_workers_and_compile_processes_took_to_start(
+        instance, tmp_path):
+    """The start before a study's first trial, by kind of process: the
+    slowest GPU worker's restore and the slowest compile process's."""
+    from tune_doubles import RESTORE_S, EmulatedExecutor, SleepingGpu, restoring_gpu_main
+
+    class Restoring(SleepingGpu):
+        target = staticmethod(restoring_gpu_main)
+
+    class Executor(EmulatedExecutor):
+        gpu_worker_class = Restoring
+
+    settings = TuneSettings(space="quick", sampler="random", trials=4, compile_workers=2,
+                            out_dir=tmp_path / "s")
+    spent = Tuner(instance, settings, props=H100, executor=Executor).run()["time_spent"]
+    assert RESTORE_S <= spent["startup.gpu"] <= spent["startup"]
+    assert 0 < spent["startup.compile"] <= spent["startup"]
+
+
 def test_the_first_worker_that_cannot_start_is_said_at_once_and_none_is_waited_for(tmp_path):
     """Workers start together: one that fails is reported while the others
     are still starting, and those are killed, not waited for."""

@@ -31,6 +31,7 @@ class FakeExecutor:
                  compile_timeout):
         self.workers, self.restarts = list(devices), 0
         self.probe_compile_seconds = 0.0
+        self.start_seconds = {"gpu": 0.0, "compile": 0.0}
 
     def cancel(self):
         pass
@@ -188,6 +189,18 @@ def flaky_worker_main(conn, marker: str, *_):
     while (message := conn.recv()) is not None:
         conn.send({"outcome": "runtime_error", "echo": message})
         os._exit(3)
+
+
+def restoring_gpu_main(conn, *args):
+    """A GPU worker that takes RESTORE_S to start (its restore), then sleeps
+    a replay's time per configuration."""
+    import time
+
+    time.sleep(RESTORE_S)
+    sleeping_gpu_main(conn, *args)
+
+
+RESTORE_S = 0.5
 
 
 def slow_start_worker_main(conn, *_):
