@@ -442,8 +442,8 @@ class ReplayExecutor:
         kind, reply = worker.receive(self.trial_timeout,
                                      restart_if=lambda r: r.get("outcome") == oc.RUNTIME_ERROR)
         self._current.pop(future, None)
-        if kind == "reply":
-            self.ahead.gpu_ran(sum((reply.get("replay_seconds") or {}).values()))
+        if kind == "reply" and reply.get("replay_seconds"):  # a replay's or a probe's
+            self.ahead.gpu_ran(sum(reply["replay_seconds"].values()))
         if self._cancelled.is_set():
             self._settle(future, self._cancelled_result(config, started, **stages))
             return
