@@ -135,8 +135,8 @@ class CompileAhead:
     """When a compile process that has compiled a trial also compiles what
     that trial's contraction probe would run, so that the GPU worker finds
     it compiled should the trial fail: once the probe has explained a
-    failure, and only while the trials waiting for a GPU hold at least as
-    much GPU time as that compile takes. A failure whose probe was not
+    failure, and only while the items waiting for the GPUs would keep them
+    busy at least as long as that compile takes. A failure whose probe was not
     compiled ahead still has it compiled, then (ProbeJob); compiling ahead
     for every trial that waits doubles the compiles, and on a host whose
     compile processes fill its cores it takes them from the trials' own."""
@@ -165,11 +165,14 @@ class CompileAhead:
         with self._lock:
             self.gpu_each = self._smoothed(self.gpu_each or None, seconds)
 
-    def compiled(self, seconds: float, ahead: bool) -> None:
+    def compiled(self, seconds: float, timed: bool, ahead: bool) -> None:
         """A probe's compile took `seconds`: ahead of its trial's failure, or
-        after it (the failure's own stage, not counted here)."""
+        after it (the failure's own stage, not counted here). Only a `timed`
+        one (it compiled) moves the estimate: a timeout's would hold off
+        compiling ahead for dozens of compiles."""
         with self._lock:
-            self.compile_each = self._smoothed(self.compile_each, seconds)
+            if timed:
+                self.compile_each = self._smoothed(self.compile_each, seconds)
             if ahead:
                 self.seconds += seconds
 
@@ -308,7 +311,7 @@ class ReplayExecutor:
                                           started, time.perf_counter(), future))
             # With the trial queued, and only while the GPUs have work enough.
             if self.ahead.wanted(self._gpu_queue.qsize(), compiled_in):
-                self.ahead.compiled(self._compile_probe_variants(worker, config), ahead=True)
+                self.ahead.compiled(*self._compile_probe_variants(worker, config), ahead=True)
 
     def _compile_probe(self, worker: Worker, job: ProbeJob) -> None:
         """Compiles what a failed trial's pending probe runs (its `probe`
@@ -319,8 +322,8 @@ class ReplayExecutor:
             return
         self._current[job.future] = (job.config, job.started)
         begun = time.perf_counter()
-        spent = self._compile_probe_variants(worker, job.config)
-        self.ahead.compiled(spent, ahead=False)
+        spent, timed = self._compile_probe_variants(worker, job.config)
+        self.ahead.compiled(spent, timed, ahead=False)
         self._current.pop(job.future, None)
         now = time.perf_counter()
         job.stages["compile_seconds"] = {**job.stages["compile_seconds"], "probe": spent}
@@ -330,16 +333,20 @@ class ReplayExecutor:
         if self._cancelled.is_set():  # cancel() may have drained the queue already
             self._drain()
 
-    def _compile_probe_variants(self, worker: Worker, config: ReplayConfig) -> float:
+    def _compile_probe_variants(self, worker: Worker, config: ReplayConfig) -> tuple[float, bool]:
         """Compiles what config's contraction probe would run (two compiles,
-        so twice a compile's limit) and gives the seconds it took; whatever
-        happens is no trial's outcome (the probe compiles what is missing)."""
+        so twice a compile's limit); gives the seconds it took and whether
+        they timed such a compile (not a timeout, a death, an error or a
+        configuration the probe does not apply to). Whatever happens is no
+        trial's outcome (the probe compiles what is missing)."""
         begun = time.perf_counter()
+        timed = False
         try:
-            worker.ask((config.to_json(), self.arch, True), 2 * self.compile_timeout)
+            kind, reply = worker.ask((config.to_json(), self.arch, True), 2 * self.compile_timeout)
+            timed = kind == "reply" and not reply[0] and bool(reply[1])
         except Exception:  # noqa: BLE001 - never the queued trial's failure
             pass
-        return time.perf_counter() - begun
+        return time.perf_counter() - begun, timed
 
     @property
     def probe_compile_seconds(self) -> float:

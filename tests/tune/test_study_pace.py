@@ -332,6 +332,9 @@ def test_a_failure_s_probe_is_compiled_by_a_compile_process_then_run_alone():
         ("default<O2>", True), ("default<O3>", False)]
     # Compiled for the trial that waited on it: its own stage, not the executor's ahead count.
     assert executor.ahead.explains and executor.ahead.seconds == 0 and not executor._current
+    # The GPU's time an item, from the answers that timed something; a
+    # pending probe's compile is an estimate of what compiling ahead costs.
+    assert 0.01 <= executor.ahead.gpu_each <= 0.1 and executor.ahead.compile_each is not None
     # A probe goes before the trials waiting in either queue: its trial ran already.
     jobs = _Jobs()
     jobs.put(CompileJob(fine, 0.0, None))
@@ -344,21 +347,53 @@ def test_a_probe_is_compiled_ahead_only_while_the_gpus_queue_outlasts_that_compi
     """Compiling ahead doubles a trial's compiles: only once the probe has
     explained a failure, and while the trials waiting for the GPUs would
     keep them busy for as long as the compile takes."""
-    from mneme_cc.tune.executor import CompileAhead
+    import threading
+
+    from mneme_cc.replay.config import ReplayConfig
+    from mneme_cc.tune.executor import CompileAhead, ReplayExecutor, _Jobs
 
     ahead = CompileAhead(gpus=2)
     ahead.gpu_ran(0.25)
     assert not ahead.wanted(1000, 0.5)  # no failure explained yet
     ahead.explains = True
-    # 4 items over 2 GPUs at 0.25 s: 0.5 s of GPU time, as long as the
+    # 4 items over 2 GPUs at 0.25 s keep them busy 0.5 s, as long as the
     # trial's own compile, which stands for the probe's until one is timed.
     assert ahead.wanted(4, 0.5) and not ahead.wanted(3, 0.5)
-    ahead.compiled(1.0, ahead=True)  # a probe's compile, timed: it stands from now on
+    ahead.compiled(1.0, timed=True, ahead=True)  # a probe's compile: it stands from now on
     assert not ahead.wanted(4, 0.5) and ahead.wanted(8, 0.5)
-    ahead.compiled(2.0, ahead=False)  # a pending probe's: the estimate, not the count
+    ahead.compiled(2.0, timed=True, ahead=False)  # a pending probe's: the estimate, not the count
     assert ahead.seconds == 1.0 and ahead.compile_each == pytest.approx(1.2)
+    ahead.compiled(120.0, timed=False, ahead=True)  # timed out: counted, not an estimate
+    assert ahead.seconds == 121.0 and ahead.compile_each == pytest.approx(1.2)
     ahead.gpu_ran(1.25)  # the GPU's time an item follows what the workers answer
     assert ahead.gpu_each == pytest.approx(0.45)
+
+    # The executor asks for a compile ahead after a trial's compile only
+    # with that much queued for its GPU.
+    asked: list[bool] = []
+
+    class Compiler:
+        def ask(self, message, timeout, restart_if=None):
+            asked.append(message[2])
+            if message[2]:
+                return "timeout", None  # a compile ahead that never answers
+            return "reply", ("", {"ptxas": 0.1}, {"cubin": b"", "resources": {}})
+
+    executor = object.__new__(ReplayExecutor)  # its compile stage alone, no processes
+    executor._cancelled, executor._current = threading.Event(), {}
+    executor._compile_queue, executor._gpu_queue = _Jobs(), _Jobs()
+    executor.arch, executor.compile_timeout = "sm_90", 30.0
+    executor.ahead, executor.workers = CompileAhead(1), [None]
+    executor.ahead.explains, executor.ahead.compile_each = True, 1.0
+    executor.ahead.gpu_ran(0.25)
+    config = ReplayConfig(pipeline="default<O1>")
+    for queued, ahead_asked in ((2, False), (3, True)):  # then 3 and 4 waiting with the trial
+        asked.clear()
+        while executor._gpu_queue.qsize() < queued:
+            executor._gpu_queue.put(None)
+        executor._compile_one(Compiler(), config, 0.0, None)
+        assert asked == [False, True] if ahead_asked else asked == [False]
+    assert executor.ahead.compile_each == 1.0 and executor.ahead.seconds > 0
 
 
 def test_a_trial_s_kernel_goes_to_gpus_of_its_architecture_and_its_wait_ends_as_it_starts():

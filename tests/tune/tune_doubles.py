@@ -200,7 +200,7 @@ def restoring_gpu_main(conn, *args):
     sleeping_gpu_main(conn, *args)
 
 
-RESTORE_S = 0.5
+RESTORE_S = 2.0
 
 
 def slow_start_worker_main(conn, *_):
