@@ -125,7 +125,8 @@ def study(examples: Path, scratch: Path, name: str, args: list[str], kernel: str
             "best_ms": s["best_median_ms"], "time_spent": s["time_spent"],
             "where": where_time_went(s["time_spent"], len(s.get("devices") or [None])),
             "askers": s.get("askers"),
-            "raced": s.get("raced"), "worker_restarts": s.get("worker_restarts"),
+            "raced": s.get("raced"), "settled": s.get("settled"),
+            "worker_restarts": s.get("worker_restarts"),
             "learned_numerics": s.get("learned_numerics"),
             "gpu_floor_per_s": gpu_floor(s), "loops": len(s.get("devices") or [None])}
 

@@ -212,7 +212,7 @@ def live_progress(tuner, summary: dict[str, Any]) -> list[tuple[int, int, int]]:
 
 
 #: Summary fields that add up over the loops.
-_SUMMED = ("trials", "raced", "worker_restarts")
+_SUMMED = ("trials", "raced", "settled", "worker_restarts")
 
 
 def merged(own: dict[str, Any], loops: list[dict[str, Any]], device: int) -> dict[str, Any]:

@@ -119,6 +119,12 @@ class TrialResult:
         """Passed verification: bitwise, or within a nondeterministic spread."""
         return self.outcome in oc.PASSED
 
+    @property
+    def settled(self) -> bool:
+        """Timed in part, not raced: its first timed launches agreed (LaunchTimer)."""
+        return self.verified and not self.raced and \
+            0 < len(self.samples_ms) < self.config.iterations
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

@@ -17,7 +17,7 @@ def trial_line(number: int, params: dict[str, Any], result, duplicate: bool,
     """trials.jsonl's line for a finished trial (result: a TrialResult)."""
     return {"trial": number, "params": params, "outcome": result.outcome,
             "duplicate": duplicate, "median_ms": result.median_ms, "values": values,
-            "samples_ms": result.samples_ms, "raced": result.raced,
+            "samples_ms": result.samples_ms, "raced": result.raced, "settled": result.settled,
             "registers": result.registers,
             "spill_bytes": result.spill_bytes, "occupancy": result.occupancy,
             "cubin_bytes": result.cubin_bytes, "error": result.error,
@@ -36,7 +36,7 @@ def summary(tuner) -> dict[str, Any]:
         "sampler": tuner.settings.sampler, "objectives": tuner.settings.objectives,
         "trials": done, "outcomes": dict(tuner.counts), "seconds": elapsed,
         "timed_launches": {k: tuner.space.run[k] for k in ("iterations", "warmup")},
-        "raced": tuner.raced,
+        "raced": tuner.raced, "settled": tuner.settled,
         "learned_numerics": tuner.learned.summary(),
         "observations_per_second": done / elapsed if elapsed else 0.0,
         "verified_per_second": oc.passed(tuner.counts) / elapsed

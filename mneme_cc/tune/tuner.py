@@ -155,7 +155,8 @@ class Tuner:
         self.learned = LearnedNumerics(enabled=not (settings.allow_numerics_change or
                                                     settings.verify))
         self.racing = settings.race and settings.objectives == ["time"]
-        self.raced = 0  # verified trials whose timing stopped early
+        self.raced = 0  # verified trials whose timing stopped early, slower than the best
+        self.settled = 0  # those whose timing stopped early, its launches agreeing
 
     # -- bookkeeping --------------------------------------------------------
 
@@ -189,8 +190,9 @@ class Tuner:
         if result.verified and not duplicate and self.local:
             self.local.found(self.values(result)[0], params)
         self.counts[result.outcome] += 1
-        if result.raced and not duplicate:
-            self.raced += 1
+        if not duplicate:
+            self.raced += result.raced
+            self.settled += result.settled
         self.learned.told(params, result.outcome, duplicate)
         if not duplicate:
             self.distinct[result.outcome] += 1

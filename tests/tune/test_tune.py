@@ -1488,6 +1488,13 @@ def test_trials_race_the_best_so_far_unless_told_not_to(instance, tmp_path, race
         race_threshold(tuner.best.median_ms, tuner.best.samples_ms))
     assert summary["raced"] == len([t for t in raced if not t["duplicate"]]) > 0
     assert all(t["median_ms"] > summary["best_median_ms"] for t in raced)
+    # The others, timed in part (the fake's one sample of 20), settled.
+    iterations = summary["timed_launches"]["iterations"]
+    settled = [t for t in lines if t["settled"]]
+    assert iterations > 1 and summary["settled"] == len(
+        [t for t in settled if not t["duplicate"]]) > 0
+    assert all(t["outcome"] == "verified" and not t["raced"] and
+               len(t["samples_ms"]) < iterations for t in settled)
 
 
 @pytest.mark.parametrize("samples, margin", [
