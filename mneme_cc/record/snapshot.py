@@ -58,12 +58,20 @@ class Region:
         return sum(min(self.chunk_size, self.size - i * self.chunk_size) for i in self.chunks)
 
     def read(self) -> np.ndarray:
-        """The region's bytes as a uint8 array (an epilogue's: prologue plus changes)."""
+        """The region's bytes as a uint8 array (an epilogue's: prologue plus changes).
+        A chunk listed more than once (a buffer of zeros, a repeated pattern)
+        is read, decompressed and checked once, then copied."""
         out = self._base.read().copy() if self._base is not None else np.empty(self.size, np.uint8)
+        first: dict[str, tuple[int, int]] = {}  # digest -> (start, length) where it was put
         for index, digest in self.chunks.items():
-            data = self._db.read_chunk(digest)
             start = index * self.chunk_size
+            if digest in first:
+                at, length = first[digest]
+                out[start:start + length] = out[at:at + length]
+                continue
+            data = self._db.read_chunk(digest)
             out[start:start + len(data)] = np.frombuffer(data, np.uint8)
+            first[digest] = (start, len(data))
         return out
 
     def array(self, dtype) -> np.ndarray:

@@ -228,6 +228,43 @@ def synthetic(tmp_path):
     return tmp_path / "db", a, b, entry
 
 
+def test_a_chunk_a_region_lists_many_times_is_read_once(tmp_path):
+    """A buffer of zeros, or a repeated pattern, lists one chunk at many
+    indices: it is read (decompressed, checked) once and copied, and the
+    region reads as chunk by chunk, an epilogue's changes over its prologue."""
+    from mneme_cc.record.snapshot import ALLOCATION, Region
+
+    db = str(tmp_path / "db")
+    _native.init_database(db)
+    chunk = 4096
+    zeros = _native.write_chunk(db, bytes(chunk), 1)[0]
+    ramp = _native.write_chunk(db, bytes(range(256)) * (chunk // 256), 1)[0]
+    tail = _native.write_chunk(db, b"\x07" * 100, 1)[0]
+
+    class Counting:
+        def __init__(self):
+            self.reads: list[str] = []
+
+        def read_chunk(self, digest):
+            self.reads.append(digest)
+            return _native.read_chunk(db, digest)
+
+    store = Counting()
+    listed = {0: zeros, 1: ramp, 2: zeros, 3: ramp, 4: zeros, 5: tail}
+    prologue = Region(ALLOCATION, "", 0x1000, 5 * chunk + 100, chunk, listed, store)
+    expected = bytes(chunk) + bytes(range(256)) * 16 + bytes(chunk) + \
+        bytes(range(256)) * 16 + bytes(chunk) + b"\x07" * 100
+    assert prologue.read().tobytes() == expected
+    assert sorted(store.reads) == sorted([zeros, ramp, tail])
+    store.reads.clear()
+    epilogue = Region(ALLOCATION, "", 0x1000, 5 * chunk + 100, chunk, {2: ramp, 4: ramp},
+                      store, prologue)
+    changed = expected[:2 * chunk] + expected[chunk:2 * chunk] + expected[3 * chunk:4 * chunk] \
+        + expected[chunk:2 * chunk] + expected[5 * chunk:]
+    assert epilogue.read().tobytes() == changed
+    assert store.reads.count(ramp) == 2  # once for the prologue, once for the changes
+
+
 def test_record_db_reads_instances_lazily(synthetic):
     path, a, b, entry = synthetic
     db = RecordDB(path)
