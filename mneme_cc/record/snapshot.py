@@ -61,7 +61,8 @@ class Region:
         """The region's bytes as a uint8 array (an epilogue's: prologue plus changes).
         A chunk listed more than once (a buffer of zeros, a repeated pattern)
         is read, decompressed and checked once, then copied."""
-        out = self._base.read().copy() if self._base is not None else np.empty(self.size, np.uint8)
+        # The base builds a fresh array: the changes go straight into it.
+        out = self._base.read() if self._base is not None else np.empty(self.size, np.uint8)
         first: dict[str, tuple[int, int]] = {}  # digest -> (start, length) where it was put
         for index, digest in self.chunks.items():
             start = index * self.chunk_size
