@@ -156,7 +156,7 @@ class Tuner:
                                                     settings.verify))
         self.racing = settings.race and settings.objectives == ["time"]
         self.raced = 0  # verified trials whose timing stopped early, slower than the best
-        self.settled = 0  # those whose timing stopped early, its launches agreeing
+        self.settled = 0  # those whose timing stopped early, their launches agreeing
 
     # -- bookkeeping --------------------------------------------------------
 
