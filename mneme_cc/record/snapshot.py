@@ -65,15 +65,27 @@ class Region:
         out = self._base.read() if self._base is not None else np.empty(self.size, np.uint8)
         first: dict[str, tuple[int, int]] = {}  # digest -> (start, length) where it was put
         for index, digest in self.chunks.items():
-            start = index * self.chunk_size
             if digest in first:
                 at, length = first[digest]
+                start = self._placed(index, length)
                 out[start:start + length] = out[at:at + length]
                 continue
             data = self._db.read_chunk(digest)
+            start = self._placed(index, len(data))
             out[start:start + len(data)] = np.frombuffer(data, np.uint8)
             first[digest] = (start, len(data))
         return out
+
+    def _placed(self, index: int, length: int) -> int:
+        """Where chunk `index` of `length` bytes starts; RecordDBError where
+        the region has no such chunk (a damaged or forged snapshot)."""
+        start = index * self.chunk_size
+        if start >= self.size or length != min(self.chunk_size, self.size - start):
+            raise RecordDBError(
+                f"the {self.kind_name} at {self.address:#x} ({self.size} bytes) lists a chunk "
+                f"of {length} bytes at index {index}, which it cannot hold: the database is "
+                "damaged (record the instance again)")
+        return start
 
     def array(self, dtype) -> np.ndarray:
         """The region's bytes viewed as dtype (trailing bytes that do not fill one are dropped)."""

@@ -263,6 +263,11 @@ def test_a_chunk_a_region_lists_many_times_is_read_once(tmp_path):
         + expected[chunk:2 * chunk] + expected[5 * chunk:]
     assert epilogue.read().tobytes() == changed
     assert store.reads.count(ramp) == 2  # once for the prologue, once for the changes
+    # A snapshot listing a chunk its region cannot hold is damaged: said, not a traceback.
+    for listed, size in (({5: zeros}, 2 * chunk), ({0: zeros}, 100),
+                         ({0: zeros, 1: zeros}, chunk + 100)):  # a repeat too long at the end
+        with pytest.raises(RecordDBError, match="cannot hold: the database is damaged"):
+            Region(ALLOCATION, "", 0x1000, size, chunk, listed, store).read()
 
 
 def test_record_db_reads_instances_lazily(synthetic):
