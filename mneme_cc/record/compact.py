@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mneme_cc.errors import UsageError
-from mneme_cc.record.db import RecordDB
+from mneme_cc.record.db import RecordDB, refuse_links_out
 from mneme_cc.record.snapshot import native
 
 _CHUNK_NAME = re.compile(r"[0-9a-f]{32}")
@@ -54,6 +54,7 @@ def compact_database(path: str | Path, level: int = 3, jobs: int | None = None) 
         raise UsageError(f"--zstd-level {level}: compacting compresses, so give a zstd level "
                          "from 1 to 19 (or a fast one, -1 to -100)")
     db = RecordDB(path)
+    refuse_links_out(db.path)
     result = CompactResult()
     names = chunk_names(db.path)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -26,23 +27,55 @@ from mneme_cc.errors import BinaryFormatError, RecordDBError
 from mneme_cc.record.snapshot import (  # noqa: F401 (the region kinds are part of this face)
     ALLOCATION,
     ARGUMENTS,
+    EPILOGUE,
     GLOBAL,
     IMAGE,
+    IMAGE_STATE,
     KIND_NAMES,
+    PROLOGUE,
     Region,
     Snapshot,
     native,
+    regular_file,
 )
 
 _HASH = re.compile(r"[0-9a-f]{8,64}")
 
+#: The most a database's JSON file may hold: far past any real one's size.
+MAX_JSON_BYTES = 64 << 20
+
+
 def _load_json(path: Path) -> dict[str, Any]:
+    """A JSON object the database holds; RecordDBError for anything else."""
     try:
-        return json.loads(path.read_text())
+        regular_file(path)
+        with path.open("rb") as f:
+            text = f.read(MAX_JSON_BYTES + 1)
     except FileNotFoundError:
         raise RecordDBError(f"{path}: missing (the database is incomplete)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    if len(text) > MAX_JSON_BYTES:
+        raise RecordDBError(f"{path}: more than {MAX_JSON_BYTES >> 20} MiB, not a file "
+                            "mneme-cc wrote (the database is damaged)")
+    try:
+        found = json.loads(text)
+    except (ValueError, RecursionError) as exc:  # ValueError: JSON, UTF-8, huge integers
         raise RecordDBError(f"{path}: corrupt JSON ({exc})") from None
+    if not isinstance(found, dict):
+        raise RecordDBError(f"{path}: corrupt JSON (not an object)")
+    return found
+
+
+def refuse_links_out(path: Path) -> None:
+    """Before writing into the database at `path`: its `chunks` and `index`
+    directories, and each chunk shard, must be its own, not links that
+    would take the writes elsewhere."""
+    chunks = path / "chunks"
+    linked = [d for d in (chunks, path / "index") if d.is_symlink()]
+    if not linked and chunks.is_dir():
+        linked = [Path(e.path) for e in os.scandir(chunks) if e.is_symlink()]
+    if linked:
+        raise RecordDBError(f"{linked[0]}: a link out of the database, which mneme-cc does "
+                            "not write through (make it a directory of the database)")
 
 
 def _inside(db: RecordDB, name: Any, where: Path) -> Path:
@@ -165,12 +198,13 @@ class Instance:
 
     @functools.cached_property
     def prologue(self) -> Snapshot:
-        return Snapshot(self.db, _inside(self.db, self.entry["prologue"], self.path))
+        return Snapshot(self.db, _inside(self.db, self.entry["prologue"], self.path),
+                        kind=PROLOGUE)
 
     @functools.cached_property
     def epilogue(self) -> Snapshot:
         return Snapshot(self.db, _inside(self.db, self.entry["epilogue"], self.path),
-                        base=self.prologue)
+                        base=self.prologue, kind=EPILOGUE)
 
     def verify(self) -> None:
         """Reads every byte of both snapshots, checking every checksum; raises on damage."""
@@ -265,7 +299,10 @@ class RecordedKernel:
         image = self.description.get("image")
         if not image:
             return None
-        snap = Snapshot(self.db, _inside(self.db, image["file"], self.path))
+        snap = Snapshot(self.db, _inside(self.db, image["file"], self.path), kind=IMAGE_STATE)
+        if len(snap.regions) != 1:
+            raise RecordDBError(f"{snap.path}: {len(snap.regions)} regions where an image "
+                                "holds one (the database is damaged)")
         return snap.regions[0].read().tobytes()
 
     @functools.cached_property

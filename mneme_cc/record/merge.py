@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mneme_cc.errors import RecordDBError
-from mneme_cc.record.db import RecordDB
-from mneme_cc.record.snapshot import Snapshot, native
+from mneme_cc.record.db import RecordDB, refuse_links_out
+from mneme_cc.record.snapshot import IMAGE_STATE, Snapshot, native, regular_file
 
 
 @dataclass
@@ -54,7 +54,8 @@ def _snapshots(db: RecordDB, inst) -> list[Snapshot]:
     kernel = db.kernel(inst.static_hash)
     image = kernel.description.get("image")
     if image:
-        found.append(Snapshot(db, db.path / _file_name(image["file"], kernel.path)))
+        found.append(Snapshot(db, db.path / _file_name(image["file"], kernel.path),
+                              kind=IMAGE_STATE))
     return found
 
 
@@ -72,6 +73,7 @@ def merge_databases(target: str | Path, source: str | Path, level: int = 3) -> M
     except ValueError as exc:
         raise RecordDBError(f"{target}: {exc}") from None
     RecordDB(target)  # the target's format is one this mneme-cc writes
+    refuse_links_out(target)
     result = MergeResult()
     for inst in src.instances:
         name = inst.path.name
@@ -94,7 +96,7 @@ def merge_databases(target: str | Path, source: str | Path, level: int = 3) -> M
         for file in shared + states:
             file = _file_name(file, kernel.path)
             try:
-                data = (source / file).read_bytes()
+                data = regular_file(source / file).read_bytes()
             except OSError as exc:
                 raise RecordDBError(f"{source / file}: {exc.strerror} (the database is "
                                     "incomplete)") from None

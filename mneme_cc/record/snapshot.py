@@ -8,6 +8,7 @@ chunk, each chunk checked against its content hash.
 from __future__ import annotations
 
 import json
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -26,6 +27,23 @@ class ChunkStore(Protocol):
 ALLOCATION, GLOBAL, ARGUMENTS, IMAGE = 0, 1, 2, 3
 KIND_NAMES = {ALLOCATION: "allocation", GLOBAL: "global", ARGUMENTS: "arguments",
               IMAGE: "image"}
+#: Snapshot kinds, as the store numbers them.
+PROLOGUE, EPILOGUE, IMAGE_STATE = 1, 2, 3
+SNAPSHOT_KINDS = {PROLOGUE: "prologue", EPILOGUE: "epilogue", IMAGE_STATE: "image"}
+
+
+def regular_file(path: Path) -> Path:
+    """path, if it is a regular file (a FIFO or a device would block or never
+    end a read); RecordDBError otherwise. A missing file is left to the read."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return path
+    except OSError as exc:
+        raise RecordDBError(f"{path}: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise RecordDBError(f"{path}: not a regular file (the database is damaged)")
+    return path
 
 
 
@@ -62,7 +80,15 @@ class Region:
         A chunk listed more than once (a buffer of zeros, a repeated pattern)
         is read, decompressed and checked once, then copied."""
         # The base builds a fresh array: the changes go straight into it.
-        out = self._base.read() if self._base is not None else np.empty(self.size, np.uint8)
+        if self._base is not None:
+            out = self._base.read()
+        else:
+            try:
+                out = np.empty(self.size, np.uint8)
+            except (MemoryError, ValueError):
+                raise RecordDBError(f"the {self.kind_name} at {self.address:#x} is "
+                                    f"{self.size} bytes, more than this machine can hold "
+                                    "in memory") from None
         first: dict[str, tuple[int, int]] = {}  # digest -> (start, length) where it was put
         for index, digest in self.chunks.items():
             if digest in first:
@@ -97,20 +123,53 @@ class Region:
 class Snapshot:
     """A prologue or epilogue: the regions of device state around one launch."""
 
-    def __init__(self, db: ChunkStore, path: Path, base: Snapshot | None = None):
+    def __init__(self, db: ChunkStore, path: Path, base: Snapshot | None = None,
+                 kind: int | None = None):
+        """The snapshot in `path`, checked for what its reads rely on: `kind`
+        (PROLOGUE, EPILOGUE, IMAGE_STATE) if given; each region's chunks
+        within it, once each, every one of them unless `base` (a prologue)
+        holds the rest; an epilogue's regions those of its prologue."""
         try:
-            raw = native().read_state(str(path))
+            raw = native().read_state(str(regular_file(path)))
         except ValueError as exc:
             raise RecordDBError(str(exc)) from None
+        except RuntimeError as exc:  # its metadata or a name is not UTF-8
+            raise RecordDBError(f"{path}: unreadable ({exc}; the database is damaged)") from None
         self.path = path
         self.kind = raw["kind"]
         self.chunk_size = raw["chunk_size"]
-        self.metadata = json.loads(raw["metadata"]) if raw["metadata"] else {}
+        if kind is not None and self.kind != kind:
+            raise RecordDBError(f"{path}: a {SNAPSHOT_KINDS.get(self.kind, self.kind)} "
+                                f"snapshot where a {SNAPSHOT_KINDS[kind]} belongs (the "
+                                "database is damaged)")
+        try:
+            self.metadata = json.loads(raw["metadata"]) if raw["metadata"] else {}
+        except (ValueError, RecursionError):
+            self.metadata = None
+        if not isinstance(self.metadata, dict):
+            raise RecordDBError(f"{path}: its description is not a JSON object (the database "
+                                "is damaged)")
         self.regions: list[Region] = []
         for r in raw["regions"]:
-            prior = base.region(r["address"], r["kind"], r["name"]) if base else None
+            chunks = dict(r["chunks"])
+            count = -(-r["size"] // self.chunk_size)
+            prior = None
+            if base is not None:
+                try:
+                    prior = base.region(r["address"], r["kind"], r["name"])
+                except KeyError:
+                    prior = None
+            problem = "lists a chunk twice" if len(chunks) != len(r["chunks"]) else \
+                "lists a chunk past its end" if any(i >= count for i in chunks) else \
+                "is not in the prologue, or not of its size" if base is not None and (
+                    prior is None or prior.size != r["size"]) else \
+                "lacks some of its chunks" if base is None and len(chunks) != count else None
+            if problem:
+                what = KIND_NAMES.get(r["kind"], str(r["kind"]))
+                raise RecordDBError(f"{path}: the {what} at {r['address']:#x} ({r['size']} "
+                                    f"bytes) {problem} (the database is damaged)")
             self.regions.append(Region(r["kind"], r["name"], r["address"], r["size"],
-                                       raw["chunk_size"], dict(r["chunks"]), db, prior))
+                                       self.chunk_size, chunks, db, prior))
 
     def region(self, address: int, kind: int | None = None, name: str | None = None) -> Region:
         for r in self.regions:

@@ -19,10 +19,9 @@ import numpy as np
 from mneme_cc.errors import UsageError
 from mneme_cc.fileio import write_text_atomic
 from mneme_cc.record.db import RecordDB
-from mneme_cc.record.snapshot import Snapshot, native
+from mneme_cc.record.snapshot import EPILOGUE, Snapshot, native, regular_file
 
 STATE, META = "output.mneme", "output.json"
-EPILOGUE = 2  # the store's kind for a snapshot taken after a launch
 
 
 @dataclass
@@ -69,5 +68,12 @@ def open_output(path: Path) -> tuple[dict[str, Any], Snapshot]:
     if not (path / META).exists() or not (path / STATE).exists():
         raise UsageError(f"{path}: not a saved replay output (no {META}); write one with "
                          "`mneme replay ... --save-output DIR`")
-    meta = json.loads((path / META).read_text())
-    return meta, Snapshot(RecordDB(path), path / STATE)
+    try:
+        meta = json.loads(regular_file(path / META).read_text())
+    except (OSError, ValueError, RecursionError):  # ValueError: JSON, UTF-8
+        meta = None
+    if not isinstance(meta, dict) or not all(isinstance(meta.get(k), str)
+                                             for k in ("database", "instance")):
+        raise UsageError(f"{path / META}: not what a saved replay output holds (it is "
+                         "damaged); save it again with `mneme replay ... --save-output DIR`")
+    return meta, Snapshot(RecordDB(path), path / STATE, kind=EPILOGUE)

@@ -49,7 +49,11 @@ def recorded_side(inst: Instance) -> Side:
 
 def saved_side(path: Path) -> Side:
     meta, snapshot = open_output(path)
-    config = ReplayConfig.from_json(meta["config"]) if meta.get("config") else None
+    try:
+        config = ReplayConfig.from_json(meta["config"]) if meta.get("config") else None
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise UsageError(f"{path}: its configuration is damaged ({exc}); save the output "
+                         "again") from None
     return Side(f"saved output {path}", meta["database"], meta["instance"], _buffers(snapshot),
                 config, meta)
 

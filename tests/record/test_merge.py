@@ -97,3 +97,30 @@ def test_a_link_out_of_the_source_and_a_stale_state_in_the_target(tmp_path):
     RecordDB(tmp_path / "all").verify()
     assert (tmp_path / "all" / inst.entry["prologue"]).read_bytes() == \
         (node0 / inst.entry["prologue"]).read_bytes()
+
+
+def test_directories_linked_out_of_a_database_are_not_written_through(tmp_path):
+    """compact and merge refuse a database whose chunks, index or a chunk
+    shard links elsewhere: nothing outside is rewritten."""
+    import os
+
+    node0, node1 = two_databases(tmp_path)
+    outside = tmp_path / "outside"
+    os.rename(node0 / "chunks", outside)
+    (node0 / "chunks").symlink_to(outside)
+    before = {p: p.read_bytes() for p in outside.rglob("*") if p.is_file()}
+    proc = run(["mneme", "compact", "-rdb", str(node0)], check=False)
+    assert proc.returncode != 0 and "a link out of the database" in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+    proc = run(["mneme", "merge", "-rdb", str(node0), str(node1)], check=False)
+    assert proc.returncode != 0 and "a link out of the database" in proc.stderr
+    assert {p: p.read_bytes() for p in outside.rglob("*") if p.is_file()} == before
+    # A shard linked out of the target.
+    target = tmp_path / "all"
+    merge_databases(target, node1)
+    shard = next(p for p in (target / "chunks").iterdir())
+    os.rename(shard, tmp_path / "shard")
+    shard.symlink_to(tmp_path / "shard")
+    proc = run(["mneme", "merge", "-rdb", str(target), str(node1)], check=False)
+    assert proc.returncode != 0 and shard.name in proc.stderr
+

@@ -270,6 +270,69 @@ def test_a_chunk_a_region_lists_many_times_is_read_once(tmp_path):
             Region(ALLOCATION, "", 0x1000, size, chunk, listed, store).read()
 
 
+def test_damaged_snapshots_and_entries_are_one_line_errors(tmp_path):
+    """What a snapshot's reads rely on is checked as it is opened: a
+    prologue lists every chunk of each region, once, within it; an
+    epilogue's regions are its prologue's; each file is of its kind; the
+    JSON files hold objects and are regular files."""
+    import os
+
+    a = np.arange(3000, dtype=np.float32)
+
+    def damaged(name, change):
+        db = tmp_path / name
+        entry = make_database(db, a, a, a + a)
+        change(db, entry)
+        return db
+
+    def restate(which, edit):
+        def change(db, entry):
+            path = db / entry[which]
+            state = _native.decode_state(path.read_bytes())
+            edit(state)
+            path.write_bytes(_native.encode_state(state))
+        return change
+
+    def drop_chunk(state):
+        state["regions"][0]["chunks"] = state["regions"][0]["chunks"][1:]
+
+    def twice(state):
+        state["regions"][0]["chunks"].append(state["regions"][0]["chunks"][0])
+
+    def moved(state):
+        state["regions"][2]["address"] += 0x1000
+
+    def swapped(db, entry):
+        entry_path = next((db / "index").iterdir())
+        described = json.loads(entry_path.read_text())
+        described["prologue"], described["epilogue"] = entry["epilogue"], entry["prologue"]
+        entry_path.write_text(json.dumps(described))
+
+    def fifo(db, entry):
+        path = next((db / "index").iterdir())
+        path.unlink()
+        os.mkfifo(path)
+
+    def listed(db, entry):
+        (db / "database.json").write_text("[]")
+
+    def metadata(state):
+        state["metadata"] = "[1, 2]"
+
+    for name, change, says in (
+            ("missing", restate("prologue", drop_chunk), "lacks some of its chunks"),
+            ("twice", restate("prologue", twice), "lists a chunk twice"),
+            ("moved", restate("epilogue", moved), "is not in the prologue"),
+            ("swapped", swapped, "snapshot where a prologue belongs"),
+            ("metadata", restate("prologue", metadata), "not a JSON object"),
+            ("fifo", fifo, "not a regular file"),
+            ("listed", listed, "not an object")):
+        db = damaged(name, change)
+        proc = run(["mneme", "ls", "-rdb", str(db), "--verify"], check=False, timeout=60)
+        assert proc.returncode != 0 and says in proc.stderr, (name, proc.stderr)
+        assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, name
+
+
 def test_record_db_reads_instances_lazily(synthetic):
     path, a, b, entry = synthetic
     db = RecordDB(path)
