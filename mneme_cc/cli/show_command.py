@@ -74,7 +74,7 @@ def show(
         console.print(f"  params   {', '.join(str(p['size']) for p in detail['params'])} bytes")
         for g in detail["globals"]:
             console.print(f"  global   {g['name']} ({g['size']} bytes"
-                          f"{', constant' if g['constant'] else ''})")
+                          f"{', constant' if g.get('constant') else ''})")
         for i in detail["instances"]:
             console.print(f"  instance {i['instance']}  grid {shape(i['grid'])} block "
                           f"{shape(i['block'])}  {i['in_app_ms']:.3f} ms")

@@ -139,15 +139,25 @@ class Instance:
         numbers = {"in_app_ms": (int, float), "raw_bytes": int, "stored_bytes": int,
                    "launch_index": int}
         for key, kind in numbers.items():
-            if not isinstance(entry[key], kind) or isinstance(entry[key], bool):
-                raise ValueError(f"'{key}' is not a number")
+            value = entry[key]
+            if not isinstance(value, kind) or isinstance(value, bool) or \
+                    not 0 <= value < 2**63:  # also NaN, which compares false
+                raise ValueError(f"'{key}' is not a number from 0 to 2^63")
+        if not all(0 <= self.window[k] < 2**64 for k in ("base", "size", "granularity")):
+            raise ValueError("the window's base, size and granularity are 64-bit addresses")
+        if not all(0 <= p["offset"] and 0 <= p["size"] and
+                   p["offset"] + p["size"] <= len(self.args) for p in self.params):
+            raise ValueError("a parameter lies outside the recorded arguments")
+        if not isinstance(self.replayable, bool) or not isinstance(self.cooperative, bool):
+            raise ValueError("'replayable' and 'launch.cooperative' are true or false")
         if not isinstance(self.shared_mem_bytes, int) or not isinstance(self.kernel_name, str) \
                 or not isinstance(self.demangled, str):
             raise ValueError("'kernel', 'demangled' or 'shared_mem_bytes' has the wrong type")
         if not isinstance(self.reasons, list) or not all(isinstance(r, str) for r in self.reasons):
             raise ValueError("'reasons' is not a list of strings")
-        if not isinstance(self.device.get("arch"), str) or not isinstance(self.api, str):
-            raise ValueError("'device.arch' or 'launch.api' is not a string")
+        if not all(isinstance(self.device.get(k), str) for k in ("arch", "name")) or \
+                not isinstance(self.api, str):
+            raise ValueError("'device.arch', 'device.name' or 'launch.api' is not a string")
 
     @property
     def name(self) -> str:
@@ -236,7 +246,8 @@ class RecordedKernel:
                        and isinstance(p.get("size"), int) for p in self.params):
                 raise TypeError("'params' is not a list of offsets and sizes")
             if not all(isinstance(g, dict) and isinstance(g.get("name"), str)
-                       and isinstance(g.get("size"), int) for g in self.globals):
+                       and isinstance(g.get("size"), int)
+                       and isinstance(g.get("constant", False), bool) for g in self.globals):
                 raise TypeError("'globals' is not a list of names and sizes")
             if not isinstance(self.name, str) or not isinstance(self.demangled, str):
                 raise TypeError("'name' and 'demangled' are strings")
@@ -245,8 +256,9 @@ class RecordedKernel:
                 if part is not None and (not isinstance(part, dict) or "file" not in part):
                     raise TypeError(f"'{key}' is not an object naming a file")
             ir = self.description.get("ir")
-            if ir is not None and not isinstance(ir.get("metadata"), dict):
-                raise TypeError("'ir.metadata' is not an object")
+            if ir is not None and (not isinstance(ir.get("metadata"), dict) or
+                                   not isinstance(ir.get("content_hash"), str)):
+                raise TypeError("'ir' lacks its metadata object or its content hash")
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordDBError(f"{self.path}: malformed kernel description "
                                 f"({type(exc).__name__}: {exc}); the database is damaged") \
