@@ -319,6 +319,14 @@ def test_damaged_snapshots_and_entries_are_one_line_errors(tmp_path):
     def metadata(state):
         state["metadata"] = "[1, 2]"
 
+    def entry_field(edit):
+        def change(db, entry):
+            entry_path = next((db / "index").iterdir())
+            described = json.loads(entry_path.read_text())
+            edit(described)
+            entry_path.write_text(json.dumps(described))
+        return change
+
     for name, change, says in (
             ("missing", restate("prologue", drop_chunk), "lacks some of its chunks"),
             ("twice", restate("prologue", twice), "lists a chunk twice"),
@@ -326,7 +334,12 @@ def test_damaged_snapshots_and_entries_are_one_line_errors(tmp_path):
             ("swapped", swapped, "snapshot where a prologue belongs"),
             ("metadata", restate("prologue", metadata), "not a JSON object"),
             ("fifo", fifo, "not a regular file"),
-            ("listed", listed, "not an object")):
+            ("listed", listed, "not an object"),
+            ("replayable", entry_field(lambda e: e.update(replayable="false")), "true or false"),
+            ("nan", entry_field(lambda e: e.update(in_app_ms=float("nan"))), "from 0 to 2^63"),
+            ("huge", entry_field(lambda e: e.update(raw_bytes=10**400)), "from 0 to 2^63"),
+            ("param", entry_field(lambda e: e["params"].append({"offset": 40, "size": 8})),
+             "outside the recorded arguments")):
         db = damaged(name, change)
         proc = run(["mneme", "ls", "-rdb", str(db), "--verify"], check=False, timeout=60)
         assert proc.returncode != 0 and says in proc.stderr, (name, proc.stderr)
