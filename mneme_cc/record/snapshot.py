@@ -32,6 +32,15 @@ PROLOGUE, EPILOGUE, IMAGE_STATE = 1, 2, 3
 SNAPSHOT_KINDS = {PROLOGUE: "prologue", EPILOGUE: "epilogue", IMAGE_STATE: "image"}
 
 
+def chunk_count(kind: int, size: int, chunk_size: int) -> int:
+    """The chunks a region of `size` bytes is stored in: the kernel's
+    arguments in one, whatever their size (up to 32 KiB, past the smallest
+    chunk size); any other region in chunks of `chunk_size`."""
+    if kind == ARGUMENTS:
+        return 1 if size else 0
+    return -(-size // chunk_size)
+
+
 def regular_file(path: Path) -> Path:
     """path, if it is a regular file (a FIFO or a device would block or never
     end a read); RecordDBError otherwise. A missing file is left to the read."""
@@ -106,7 +115,9 @@ class Region:
         """Where chunk `index` of `length` bytes starts; RecordDBError where
         the region has no such chunk (a damaged or forged snapshot)."""
         start = index * self.chunk_size
-        if start >= self.size or length != min(self.chunk_size, self.size - start):
+        whole = chunk_count(self.kind, self.size, self.chunk_size) == 1  # arguments: one chunk
+        if start >= self.size or length != (self.size if whole else
+                                            min(self.chunk_size, self.size - start)):
             raise RecordDBError(
                 f"the {self.kind_name} at {self.address:#x} ({self.size} bytes) lists a chunk "
                 f"of {length} bytes at index {index}, which it cannot hold: the database is "
@@ -152,7 +163,7 @@ class Snapshot:
         self.regions: list[Region] = []
         for r in raw["regions"]:
             chunks = dict(r["chunks"])
-            count = -(-r["size"] // self.chunk_size)
+            count = chunk_count(r["kind"], r["size"], self.chunk_size)
             prior = None
             if base is not None:
                 try:

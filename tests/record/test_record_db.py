@@ -232,7 +232,7 @@ def test_a_chunk_a_region_lists_many_times_is_read_once(tmp_path):
     """A buffer of zeros, or a repeated pattern, lists one chunk at many
     indices: it is read (decompressed, checked) once and copied, and the
     region reads as chunk by chunk, an epilogue's changes over its prologue."""
-    from mneme_cc.record.snapshot import ALLOCATION, Region
+    from mneme_cc.record.snapshot import ALLOCATION, ARGUMENTS, Region
 
     db = str(tmp_path / "db")
     _native.init_database(db)
@@ -263,6 +263,11 @@ def test_a_chunk_a_region_lists_many_times_is_read_once(tmp_path):
         + expected[chunk:2 * chunk] + expected[5 * chunk:]
     assert epilogue.read().tobytes() == changed
     assert store.reads.count(ramp) == 2  # once for the prologue, once for the changes
+    # The arguments are one chunk whatever their size (up to 32 KiB, past a 4 KiB chunk).
+    args = bytes(range(256)) * 20
+    packed = _native.write_chunk(db, args, 1)[0]
+    arguments = Region(ARGUMENTS, "arguments", 0, len(args), chunk, {0: packed}, store)
+    assert arguments.read().tobytes() == args
     # A snapshot listing a chunk its region cannot hold is damaged: said, not a traceback.
     for listed, size in (({5: zeros}, 2 * chunk), ({0: zeros}, 100),
                          ({0: zeros, 1: zeros}, chunk + 100)):  # a repeat too long at the end
@@ -327,6 +332,13 @@ def test_damaged_snapshots_and_entries_are_one_line_errors(tmp_path):
             entry_path.write_text(json.dumps(described))
         return change
 
+    def long_arguments(state):  # 5 KiB of arguments, one chunk, past the 4 KiB chunk size
+        packed = bytes(range(256)) * 20
+        digest = _native.write_chunk(str(tmp_path / "long"), packed, 1)[0]
+        state["regions"][3].update(size=len(packed), chunks=[(0, digest)])
+
+    db = damaged("long", restate("prologue", long_arguments))
+    run(["mneme", "ls", "-rdb", str(db), "--verify"], timeout=60)
     for name, change, says in (
             ("missing", restate("prologue", drop_chunk), "lacks some of its chunks"),
             ("twice", restate("prologue", twice), "lists a chunk twice"),
