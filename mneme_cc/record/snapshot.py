@@ -181,8 +181,16 @@ class Snapshot:
                                     f"bytes) {problem} (the database is damaged)")
             self.regions.append(Region(r["kind"], r["name"], r["address"], r["size"],
                                        self.chunk_size, chunks, db, prior))
+        # The first of any that share a key, as a scan finds it.
+        self._by_key: dict[tuple[int, int, str], Region] = {}
+        for region in self.regions:
+            self._by_key.setdefault((region.address, region.kind, region.name), region)
 
     def region(self, address: int, kind: int | None = None, name: str | None = None) -> Region:
+        if kind is not None and name is not None:  # an epilogue's twin: one lookup, not a scan
+            if (found := self._by_key.get((address, kind, name))) is not None:
+                return found
+            raise KeyError(f"no region at {address:#x} in {self.path.name}")
         for r in self.regions:
             if r.address == address and (kind is None or r.kind == kind) and \
                     (name is None or r.name == name):
