@@ -82,7 +82,14 @@ class Region:
     @property
     def changed_bytes(self) -> int:
         """Bytes in the chunks this region lists (an epilogue lists changed ones only)."""
-        return sum(min(self.chunk_size, self.size - i * self.chunk_size) for i in self.chunks)
+        return sum(self.chunk_length(i) for i in self.chunks)
+
+    def chunk_length(self, index: int) -> int:
+        """The bytes chunk `index` holds: the arguments' one chunk all of
+        them, any other region's a chunk's size, or what is left at its end."""
+        if chunk_count(self.kind, self.size, self.chunk_size) == 1:
+            return self.size
+        return min(self.chunk_size, self.size - index * self.chunk_size)
 
     def read(self) -> np.ndarray:
         """The region's bytes as a uint8 array (an epilogue's: prologue plus changes).
@@ -115,9 +122,7 @@ class Region:
         """Where chunk `index` of `length` bytes starts; RecordDBError where
         the region has no such chunk (a damaged or forged snapshot)."""
         start = index * self.chunk_size
-        whole = chunk_count(self.kind, self.size, self.chunk_size) == 1  # arguments: one chunk
-        if start >= self.size or length != (self.size if whole else
-                                            min(self.chunk_size, self.size - start)):
+        if start >= self.size or length != self.chunk_length(index):
             raise RecordDBError(
                 f"the {self.kind_name} at {self.address:#x} ({self.size} bytes) lists a chunk "
                 f"of {length} bytes at index {index}, which it cannot hold: the database is "
@@ -164,12 +169,7 @@ class Snapshot:
         for r in raw["regions"]:
             chunks = dict(r["chunks"])
             count = chunk_count(r["kind"], r["size"], self.chunk_size)
-            prior = None
-            if base is not None:
-                try:
-                    prior = base.region(r["address"], r["kind"], r["name"])
-                except KeyError:
-                    prior = None
+            prior = base._by_key.get((r["address"], r["kind"], r["name"])) if base else None
             problem = "lists a chunk twice" if len(chunks) != len(r["chunks"]) else \
                 "lists a chunk past its end" if any(i >= count for i in chunks) else \
                 "is not in the prologue, or not of its size" if base is not None and (
