@@ -112,6 +112,7 @@ def study(examples: Path, scratch: Path, name: str, args: list[str], kernel: str
     wall = time.perf_counter() - started
     if isinstance(s, list):  # the regex matched several kernels: the slowest is the main one
         s = max(s, key=lambda x: (x["baseline"] or {}).get("median_ms") or 0.0)
+    loops = len(s.get("devices") or [None])
     ran = sum(v for k, v in s["outcomes"].items() if k not in ("numerics_changing",
                                                                "infeasible"))
     return {"app": name, "kernel": s["kernel"], "speedup": s["speedup"],
@@ -123,12 +124,12 @@ def study(examples: Path, scratch: Path, name: str, args: list[str], kernel: str
             "over_budget_s": s["time_spent"]["wall"] - budget, "cli_wall_s": wall,
             "baseline_ms": (s["baseline"] or {}).get("median_ms"),
             "best_ms": s["best_median_ms"], "time_spent": s["time_spent"],
-            "where": where_time_went(s["time_spent"], len(s.get("devices") or [None])),
+            "where": where_time_went(s["time_spent"], loops),
             "askers": s.get("askers"),
             "raced": s.get("raced"), "settled": s.get("settled"),
             "worker_restarts": s.get("worker_restarts"),
             "learned_numerics": s.get("learned_numerics"),
-            "gpu_floor_per_s": gpu_floor(s), "loops": len(s.get("devices") or [None])}
+            "gpu_floor_per_s": gpu_floor(s), "loops": loops}
 
 
 def warm_start_check(examples: Path, scratch: Path, name: str, args: list[str], kernel: str,
