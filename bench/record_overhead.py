@@ -73,13 +73,22 @@ def _checked(result):
     return result[1] if len(result) > 1 else None
 
 
+def _primary_context():
+    """Device 0, its primary context made current (from cuInit)."""
+    from cuda.bindings import driver as cu
+
+    _checked(cu.cuInit(0))
+    device = _checked(cu.cuDeviceGet(0))
+    _checked(cu.cuCtxSetCurrent(_checked(cu.cuDevicePrimaryCtxRetain(device))))
+    return device
+
+
 def context_seconds() -> float:
     """How long this process takes to make a CUDA context (from cuInit)."""
     from cuda.bindings import driver as cu
 
     start = time.perf_counter()
-    _checked(cu.cuInit(0))
-    _checked(cu.cuCtxSetCurrent(_checked(cu.cuDevicePrimaryCtxRetain(_checked(cu.cuDeviceGet(0))))))
+    _primary_context()
     _checked(cu.cuCtxSynchronize())
     return time.perf_counter() - start
 
@@ -311,9 +320,7 @@ def device_to_host_gbps(size: int = 256 << 20) -> float | None:
     except ImportError:
         return None
     try:
-        _checked(cu.cuInit(0))
-        device = _checked(cu.cuDeviceGet(0))
-        _checked(cu.cuCtxSetCurrent(_checked(cu.cuDevicePrimaryCtxRetain(device))))
+        device = _primary_context()
         source, target = _checked(cu.cuMemAlloc(size)), _checked(cu.cuMemAllocHost(size))
         _checked(cu.cuMemcpyDtoH(target, source, size))  # the first copy maps the pages
         best = float("inf")
