@@ -45,7 +45,7 @@ _HASH = re.compile(r"[0-9a-f]{8,64}")
 MAX_JSON_BYTES = 64 << 20
 
 
-def _load_json(path: Path) -> dict[str, Any]:
+def load_json_object(path: Path) -> dict[str, Any]:
     """A JSON object the database holds; RecordDBError for anything else."""
     try:
         regular_file(path)
@@ -235,7 +235,7 @@ class RecordedKernel:
         self.db = db
         self.static_hash = static_hash
         self.path = db.path / f"{static_hash}.json"
-        self.description = _load_json(self.path)
+        self.description = load_json_object(self.path)
         try:
             self.name: str = self.description["name"]
             self.demangled: str = self.description["demangled"]
@@ -376,7 +376,7 @@ class RecordDB:
         marker = self.path / "database.json"
         if not marker.exists():
             raise RecordDBError(f"{self.path}: not a record database (no database.json)")
-        info = _load_json(marker)
+        info = load_json_object(marker)
         version = info.get("version")
         if info.get("format") != "mneme-record-db" or version != native().STORE_FORMAT_VERSION:
             raise RecordDBError(f"{marker}: record database format {info.get('format')} "
@@ -393,7 +393,7 @@ class RecordDB:
     def instances(self) -> list[Instance]:
         out = []
         for entry_path in sorted((self.path / "index").glob("*.json")):
-            out.append(Instance(self, _load_json(entry_path), entry_path))
+            out.append(Instance(self, load_json_object(entry_path), entry_path))
         return out
 
     @functools.cached_property

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from mneme_cc.errors import UsageError
+from mneme_cc.errors import RecordDBError, UsageError
 from mneme_cc.fileio import write_text_atomic
-from mneme_cc.record.db import RecordDB
-from mneme_cc.record.snapshot import EPILOGUE, Snapshot, native, regular_file
+from mneme_cc.record.db import RecordDB, load_json_object
+from mneme_cc.record.snapshot import EPILOGUE, Snapshot, native
 
 STATE, META = "output.mneme", "output.json"
 
@@ -69,11 +69,10 @@ def open_output(path: Path) -> tuple[dict[str, Any], Snapshot]:
         raise UsageError(f"{path}: not a saved replay output (no {META}); write one with "
                          "`mneme replay ... --save-output DIR`")
     try:
-        meta = json.loads(regular_file(path / META).read_text())
-    except (OSError, ValueError, RecursionError):  # ValueError: JSON, UTF-8
-        meta = None
-    if not isinstance(meta, dict) or not all(isinstance(meta.get(k), str)
-                                             for k in ("database", "instance")):
+        meta = load_json_object(path / META)
+    except (RecordDBError, OSError):
+        meta = {}
+    if not all(isinstance(meta.get(k), str) for k in ("database", "instance")):
         raise UsageError(f"{path / META}: not what a saved replay output holds (it is "
                          "damaged); save it again with `mneme replay ... --save-output DIR`")
     return meta, Snapshot(RecordDB(path), path / STATE, kind=EPILOGUE)

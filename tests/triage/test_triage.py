@@ -152,6 +152,8 @@ def test_diff_errors_are_one_line_with_exit_2(instance, tmp_path):
     unknown.write_text(json.dumps({"pipelin": "default<O2>"}))
     wrong_type = tmp_path / "type.json"
     wrong_type.write_text(json.dumps({"pipeline": 5}))
+    damaged = save(instance, tmp_path / "damaged")
+    (damaged / "output.json").write_text("[]")
     cases = [
         (["mneme", "diff", str(same), str(same), "--first", "-1"], "--first -1: give a count"),
         (["mneme", "diff", "-rdb", db, str(same), "--dtype", "arg:x=float32"],
@@ -162,6 +164,7 @@ def test_diff_errors_are_one_line_with_exit_2(instance, tmp_path):
         (["mneme", "diff", str(same), str(other)], "the sides are different instances"),
         (["mneme", "diff", str(same)], "mneme diff compares two sides; got 1"),
         (["mneme", "diff", str(tmp_path)], "not a saved replay output"),
+        (["mneme", "diff", str(same), str(damaged)], "not what a saved replay output holds"),
         (["mneme", "diff", "-rdb", db, str(same), "--dtype", "float33"], "no dtype 'float33'"),
         (["mneme", "diff", "--config", "x.json"], "-rid and --config need -rdb DIR"),
         # --config files: one reader, one kind of message, for diff, bisect and replay.
