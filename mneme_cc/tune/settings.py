@@ -48,8 +48,10 @@ class TuneSettings:
 #: TIMED_WINDOW_MS of kernel time, within these bounds, so that a long kernel's
 #: trials are not mostly repeated launches.
 MOST_ITERATIONS, FEWEST_ITERATIONS, TIMED_WINDOW_MS = 20, 5, 5.0
-#: Untimed launches first: a kernel past LONG_KERNEL_MS needs one to warm up.
-WARMUP, LONG_KERNEL_WARMUP, LONG_KERNEL_MS = 3, 1, 0.25
+#: Untimed launches first: one loads the variant and warms the caches after
+#: the restore; more moved no study's best or baseline, and cost short
+#: kernels a quarter of their pace (docs/tune.md, *Timed launches*).
+WARMUP = 1
 
 
 def timed_launches(settings: TuneSettings, kernel_ms: float | None) -> tuple[int, int]:
@@ -65,7 +67,7 @@ def _automatic(kernel_ms: float | None) -> dict[str, int]:
         return {"iterations": MOST_ITERATIONS, "warmup": WARMUP}
     return {"iterations": max(FEWEST_ITERATIONS,
                               min(MOST_ITERATIONS, math.ceil(TIMED_WINDOW_MS / kernel_ms))),
-            "warmup": LONG_KERNEL_WARMUP if kernel_ms >= LONG_KERNEL_MS else WARMUP}
+            "warmup": WARMUP}
 
 
 def _chosen(settings: TuneSettings, automatic: dict[str, int]) -> dict[str, int]:

@@ -143,8 +143,8 @@ def test_a_step_takes_every_one_parameter_step_left_before_it_moves_two(instance
 def test_a_long_kernel_gets_fewer_timed_launches_unless_the_user_chose():
     from mneme_cc.tune.settings import TuneSettings, timed_launches
 
-    assert timed_launches(TuneSettings(), None) == (20, 3)
-    assert timed_launches(TuneSettings(), 0.01) == (20, 3)
+    assert timed_launches(TuneSettings(), None) == (20, 1)
+    assert timed_launches(TuneSettings(), 0.01) == (20, 1)
     assert timed_launches(TuneSettings(), 0.5) == (10, 1)
     assert timed_launches(TuneSettings(), 3.4) == (5, 1)
     assert timed_launches(TuneSettings(iterations=30, warmup=0), 3.4) == (30, 0)
@@ -458,7 +458,7 @@ def test_every_process_on_a_study_times_as_its_first_did():
     assert study_timed_launches(study, TuneSettings(iterations=12), 0.01) == \
         {"iterations": 12, "warmup": 1}
     study.set_user_attr("timed_launches", {"iterations": "many", "warmup": -1})  # damaged
-    assert study_timed_launches(study, TuneSettings(), 0.01) == {"iterations": 20, "warmup": 3}
+    assert study_timed_launches(study, TuneSettings(), 0.01) == {"iterations": 20, "warmup": 1}
 
 
 def test_the_unsynced_journal_is_read_back_by_optunas_own_backend(tmp_path):
