@@ -2,6 +2,7 @@
 
 #include "Clock.h"
 #include "CudaApi.h"
+#include "FetchPieces.h"
 #include "InstanceWriter.h"
 #include "Options.h"
 
@@ -10,8 +11,8 @@
 namespace mneme::recorder {
 
 namespace {
-// Bytes one fetch copies: an instance's staged gigabytes spread over the
-// writer's fetch threads.
+// Bytes one fetch copies at most (FetchPieces.h): an instance's staged
+// gigabytes spread over the writer's fetch threads.
 constexpr uint64_t FetchPieceBytes = 32ULL << 20;
 // Each half of a fetcher's pinned buffer: pinning costs about 0.7 ms per
 // MiB and a copy out of it runs at memcpy's pace, which 1 MiB halves keep.
@@ -112,14 +113,27 @@ void ChunkCopier::fetches(const std::vector<StagedCopy> &Staged,
     Release(const Release &) = delete; // freed once, by the last piece
     ~Release() { Copier->releaseStaged(Copy); }
   };
+  struct Part {
+    std::shared_ptr<Release> Owner;
+    HostBuffer Buffer;
+    uint64_t At, Bytes;
+  };
+  std::vector<std::shared_ptr<Release>> Owners;
+  std::vector<uint64_t> Sizes;
   for (const StagedCopy &S : Staged) {
-    auto Owner = std::make_shared<Release>(this, S.Copy);
-    for (uint64_t At = 0; At < S.Bytes; At += FetchPieceBytes) {
-      uint64_t Bytes = std::min(FetchPieceBytes, S.Bytes - At);
-      Out.push_back([this, Owner, Buffer = S.Buffer, At, Bytes](std::string &Error) {
-        return fetchPiece(Owner->Copy + At, Bytes, Buffer.get() + At, Error);
-      });
-    }
+    Owners.push_back(std::make_shared<Release>(this, S.Copy));
+    Sizes.push_back(S.Bytes);
+  }
+  for (const std::vector<FetchSpan> &Piece : fetchPieces(Sizes, FetchPieceBytes)) {
+    std::vector<Part> Parts;
+    for (const FetchSpan &F : Piece)
+      Parts.push_back(Part{Owners[F.Copy], Staged[F.Copy].Buffer, F.At, F.Bytes});
+    Out.push_back([this, Parts = std::move(Parts)](std::string &Error) {
+      for (const Part &P : Parts)
+        if (!fetchPiece(P.Owner->Copy + P.At, P.Bytes, P.Buffer.get() + P.At, Error))
+          return false;
+      return true;
+    });
   }
 }
 

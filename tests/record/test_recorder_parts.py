@@ -40,6 +40,28 @@ def test_a_few_pieces_take_one_fetch_thread_and_many_take_them_all(tmp_path):
     assert fetched == 12 and threads >= 3  # of 4; a thread slow to wake may find too few left
 
 
+def test_small_staged_copies_share_a_fetch_and_a_large_one_is_split(tmp_path):
+    harness = build("fetch_pieces", ["recorder/FetchPieces.cpp"], tmp_path)
+
+    def pieces(limit: int, *sizes: int) -> list[str]:
+        return run([str(harness), str(limit), *map(str, sizes)]).stdout.splitlines()
+
+    # An instance of a few small copies is one fetch: one thread, one fetcher set up.
+    assert pieces(32, 4, 4, 8) == ["0:0:4 1:0:4 2:0:8"]
+    # A large copy spreads over the fetch threads; what is left of a piece is filled.
+    assert pieces(32, 80, 8, 30) == ["0:0:32", "0:32:32", "0:64:16 1:0:8", "2:0:30"]
+    assert pieces(32, 32, 1) == ["0:0:32", "1:0:1"]
+    assert pieces(32) == [] and pieces(32, 0, 5) == ["1:0:5"]
+    # Every byte of every copy is fetched once, in order, no piece past the limit.
+    sizes = [1, 31, 33, 64, 2, 7, 100, 32]
+    spans = [tuple(map(int, s.split(":"))) for line in pieces(32, *sizes) for s in line.split()]
+    assert all(sum(int(s.split(":")[2]) for s in line.split()) <= 32
+               for line in pieces(32, *sizes))
+    for copy, size in enumerate(sizes):
+        mine = [(at, n) for c, at, n in spans if c == copy]
+        assert [at for at, _ in mine] == list(range(0, size, 32)) and sum(n for _, n in mine) == size
+
+
 def test_what_is_queued_at_exit_is_stored_raw_and_compact_compresses_it(tmp_path):
     from synthetic_db import chunk_codec
 
