@@ -1,6 +1,8 @@
 """Record overhead: what `mneme record` adds to an application's wall time.
 
-Four parts, each run alternately with native so that drift hits both sides:
+Four parts, each run alternately with native so that drift hits both sides
+(each repeat starting one variant later than the one before, so that none
+always runs first or last):
 
 - the fixed start: `mneme record -- true` and `mneme-record -- true` (the
   launcher as the environment's command, no Python) against `true`: the
@@ -9,7 +11,8 @@ Four parts, each run alternately with native so that drift hits both sides:
 - each application given: median wall time recorded (default options, a
   fresh database each run) / native, its instances and snapshot bytes, and
   where the recorder's time went (its `-v` summary); then the median and
-  worst ratio over them; with `--loaded`, also the ratio with a `--kernels`
+  worst ratio over them, the median with a 90% interval from the runs
+  resampled (what the spread of the runs allows it to be); with `--loaded`, also the ratio with a `--kernels`
   filter that drops every kernel (the recorder's presence without instances),
   and, from `-v` runs of both alternating with native, the median of each
   stretch of the run (the application's start, the CUDA context, the run to
@@ -44,6 +47,7 @@ one, and both ratios are given: two recorders side by side.
 from __future__ import annotations
 
 import argparse
+import random
 import re
 import shlex
 import shutil
@@ -156,31 +160,60 @@ class Runner:
 def alternate(runner: Runner, app: list[str], repeats: int, *flags: str,
               others: dict[str, list[float]] | None = None):
     """(native times, recorded times, the last recorded run's stderr and database);
-    each repeat also records with each command of `others`, into its list."""
+    each repeat also records with each command of `others`, into its list. Each
+    repeat starts one variant later than the one before, so that none always
+    runs in the same place (first after the warm-up, or last)."""
     runner.native(app)  # warm the driver and the file cache
     native, recorded, last = [], [], ("", None)
+    expected: list[str] = []
 
-    def same(out_native: str, out_recorded: str) -> None:
-        if out_native != out_recorded:
+    def same(out: str) -> None:
+        if expected and out != expected[0]:
             raise SystemExit(f"{app[0]}: the recorded run printed something else:\n"
-                             f"{out_native}\n{out_recorded}")
+                             f"{expected[0]}\n{out}")
+        expected[:1] = [out]
 
-    for _ in range(repeats):
-        seconds, out_native = runner.native(app)
+    def run_native() -> None:
+        seconds, out = runner.native(app)
         native.append(seconds)
+        same(out)
+
+    def run_recorded() -> None:
+        nonlocal last
         if last[1] is not None:
             shutil.rmtree(last[1])
-        seconds, out_recorded, err, db = runner.recorded(app, *flags)
+        seconds, out, err, db = runner.recorded(app, *flags)
         recorded.append(seconds)
-        same(out_native, out_recorded)
+        same(out)
         last = (err, db)
-        for command, times in (others or {}).items():
-            seconds, out_other, _, other_db = runner.recorded(app, *flags,
-                                                              command=shlex.split(command))
-            shutil.rmtree(other_db)
-            times.append(seconds)
-            same(out_native, out_other)
+
+    def run_other(command: str, times: list[float]) -> None:
+        seconds, out, _, other_db = runner.recorded(app, *flags, command=shlex.split(command))
+        shutil.rmtree(other_db)
+        times.append(seconds)
+        same(out)
+
+    variants = [run_native, run_recorded,
+                *(lambda c=c, t=t: run_other(c, t) for c, t in (others or {}).items())]
+    for i in range(repeats):
+        for k in range(len(variants)):
+            variants[(i + k) % len(variants)]()
     return native, recorded, *last
+
+
+def median_interval(runs: list[tuple[list[float], list[float]]], draws: int = 2000,
+                    seed: int = 1) -> tuple[float, float]:
+    """A 90% interval for the median over applications of recorded / native,
+    from (native times, recorded times) per application: each draw resamples
+    every application's runs of each kind with replacement."""
+    rng = random.Random(seed)
+
+    def resampled(times: list[float]) -> float:
+        return statistics.median(rng.choices(times, k=len(times)))
+
+    medians = sorted(statistics.median(resampled(r) / resampled(n) for n, r in runs)
+                     for _ in range(draws))
+    return medians[int(0.05 * draws)], medians[int(0.95 * draws) - 1]
 
 
 def fixed_start(runner: Runner, repeats: int) -> None:
@@ -213,7 +246,9 @@ def spread(times: list[float]) -> str:
     return f"±{50 * (max(times) - min(times)) / statistics.median(times):.1f}%"
 
 
-def application(runner: Runner, app: list[str], repeats: int, loaded: bool) -> float:
+def application(runner: Runner, app: list[str], repeats: int,
+                loaded: bool) -> tuple[list[float], list[float]]:
+    """Its line (and its breakdown); returns its (native, recorded) times."""
     others: dict[str, list[float]] = {c: [] for c in runner.against}
     native, recorded, err, db = alternate(runner, app, repeats, others=others)
     _, _, verbose, _ = runner.recorded(app, "-v")
@@ -241,7 +276,7 @@ def application(runner: Runner, app: list[str], repeats: int, loaded: bool) -> f
                     r"of it: (\d+ snapshot hash.*)", r"the writer: (.*)", r"timeline, (.*)"):
         if found := re.search(pattern, verbose):
             print(f"{'':16s} {found.group(1)}")
-    return r / n
+    return native, recorded
 
 
 #: The -v lines each stretch of a recorded run is read from (ms).
@@ -374,12 +409,15 @@ def main() -> None:
         if not args.no_fixed_start:
             fixed_start(runner, max(args.repeats, 11))
         runner.command = args.command.split()
-        ratios = [application(runner, [str(Path(a[0]).resolve()), *a[1:]], args.repeats,
-                              args.loaded)
-                  for a in apps]
-        if ratios:
+        runs = [application(runner, [str(Path(a[0]).resolve()), *a[1:]], args.repeats,
+                            args.loaded)
+                for a in apps]
+        if runs:
+            ratios = [statistics.median(r) / statistics.median(n) for n, r in runs]
+            low, high = median_interval(runs)
             print(f"over {len(ratios)} applications: median ratio "
-                  f"{statistics.median(ratios):.3f}, worst {max(ratios):.3f}")
+                  f"{statistics.median(ratios):.3f} (90% interval {low:.3f}-{high:.3f}, "
+                  f"the runs resampled), worst {max(ratios):.3f}")
             for command, theirs in runner.against.items():
                 print(f"  against {command}: median ratio {statistics.median(theirs):.3f}, "
                       f"worst {max(theirs):.3f} (the same runs)")
