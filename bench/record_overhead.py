@@ -302,8 +302,9 @@ def stretches(runner: Runner, app: list[str], repeats: int) -> None:
     """Medians of each stretch, default against nothing recorded, -v runs alternating."""
     variants = {"default": ("-v",), NONE: ("-v", NONE)}
     runs: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
-    for _ in range(repeats):
-        for variant, flags in variants.items():
+    order = list(variants.items())
+    for i in range(repeats):
+        for variant, flags in order[i % 2:] + order[:i % 2]:  # each first in turn
             _, _, verbose, db = runner.recorded(app, *flags)
             shutil.rmtree(db)
             if (t := timeline(verbose)) is not None:

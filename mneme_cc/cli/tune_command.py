@@ -66,7 +66,7 @@ def tune(
         help="Timed launches per trial (default: enough for about 5 ms of the application's "
              "kernel time, between 5 and 20).")] = None,
     warmup: Annotated[Optional[int], typer.Option(
-        help="Untimed launches first (default: 3; 1 for a kernel past 0.25 ms).")] = None,
+        help="Untimed launches first (default: 1).")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Sampler seed.")] = None,
     out: Annotated[Optional[Path], typer.Option(help="Output directory (one instance only).")]
     = None,

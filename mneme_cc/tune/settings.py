@@ -49,8 +49,8 @@ class TuneSettings:
 #: trials are not mostly repeated launches.
 MOST_ITERATIONS, FEWEST_ITERATIONS, TIMED_WINDOW_MS = 20, 5, 5.0
 #: Untimed launches first: one loads the variant and warms the caches after
-#: the restore; more moved no study's best or baseline, and cost short
-#: kernels a quarter of their pace (docs/tune.md, *Timed launches*).
+#: the restore. Three for a 0.16 ms kernel moved neither its best nor its
+#: baseline and cost 28% of its study's pace (docs/tune.md, *Timed launches*).
 WARMUP = 1
 
 

@@ -153,7 +153,7 @@ class SearchSpace:
     `dimensions()` and `fields(params)`, optionally `constraints(params)`."""
 
     #: How each derived config runs (set by the tuner).
-    run: dict[str, Any] = {"iterations": 20, "warmup": 3}
+    run: dict[str, Any] = {"iterations": 20, "warmup": 1}
     #: Whether the study may change the build's numerics (set by the tuner).
     changes_numerics: bool = False
 

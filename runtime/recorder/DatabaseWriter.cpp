@@ -115,7 +115,7 @@ void DatabaseWriter::fail(const std::string &Error) {
 
 // Thread Rank fetches only while more than 2 x Rank pieces wait, so that
 // a small recording sets up one fetcher (a stream and pinned memory, about
-// 2 ms of the driver's time), not one per thread.
+// 1 ms of the driver's time alone, more beside other calls), not one per thread.
 void DatabaseWriter::fetchLoop(unsigned Rank) {
   std::unique_lock<std::mutex> G(Lock);
   while (true) {

@@ -20,7 +20,8 @@ struct FetchSpan {
   uint64_t At, Bytes;
 };
 
-// The fetches for copies of these sizes, in order: each at most Limit bytes.
+// The fetches for copies of these sizes, in order: each at most Limit bytes
+// (none for a Limit of 0).
 std::vector<std::vector<FetchSpan>> fetchPieces(const std::vector<uint64_t> &CopyBytes,
                                                 uint64_t Limit);
 

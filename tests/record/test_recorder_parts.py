@@ -51,6 +51,8 @@ def test_small_staged_copies_share_a_fetch_and_a_large_one_is_split(tmp_path):
     # A large copy spreads over the fetch threads; what is left of a piece is filled.
     assert pieces(32, 80, 8, 30) == ["0:0:32", "0:32:32", "0:64:16 1:0:8", "2:0:30"]
     assert pieces(32, 32, 1) == ["0:0:32", "1:0:1"]
+    assert pieces(32, 16, 16, 1) == ["0:0:16 1:0:16", "2:0:1"]  # a piece filled exactly
+    assert pieces(0, 5) == []
     assert pieces(32) == [] and pieces(32, 0, 5) == ["1:0:5"]
     # Every byte of every copy is fetched once, in order, no piece past the limit.
     sizes = [1, 31, 33, 64, 2, 7, 100, 32]
