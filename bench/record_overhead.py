@@ -107,8 +107,10 @@ class Runner:
                  charge_teardown: bool = False):
         self.scratch, self.serial, self.settle = scratch, 0, settle
         self.command = ["mneme", "record"]
-        # Other recorders run beside the command, and their ratios per application.
-        self.against: dict[str, list[float]] = {c: [] for c in against or []}
+        # Other recorders run beside the command: per application, the native
+        # times and theirs.
+        self.against: dict[str, list[tuple[list[float], list[float]]]] = {
+            c: [] for c in against or []}
         # With charge_teardown, each run's time also holds what the next CUDA
         # process waits for its teardown: a context made right after it,
         # against one made on an idle GPU.
@@ -262,7 +264,7 @@ def application(runner: Runner, app: list[str], repeats: int,
           f"recorded {spread(recorded)})")
     for command, times in others.items():
         ratio = statistics.median(times) / n
-        runner.against[command].append(ratio)
+        runner.against[command].append((native, times))
         print(f"{'':16s} against {command}: recorded {statistics.median(times):7.3f} s  "
               f"ratio {ratio:5.3f}")
     if loaded:  # the recorder serving allocations, recording nothing
@@ -420,8 +422,11 @@ def main() -> None:
                   f"{statistics.median(ratios):.3f} (90% interval {low:.3f}-{high:.3f}, "
                   f"the runs resampled), worst {max(ratios):.3f}")
             for command, theirs in runner.against.items():
-                print(f"  against {command}: median ratio {statistics.median(theirs):.3f}, "
-                      f"worst {max(theirs):.3f} (the same runs)")
+                other = [statistics.median(t) / statistics.median(n) for n, t in theirs]
+                low, high = median_interval(theirs)
+                print(f"  against {command}: median ratio {statistics.median(other):.3f} "
+                      f"(90% interval {low:.3f}-{high:.3f}), "
+                      f"worst {max(other):.3f} (the same runs)")
         if args.sample:
             low, high = (int(x) for x in args.launches.split(","))
             sample(runner, str(Path(args.sample).resolve()), args.repeats, (low, high))
