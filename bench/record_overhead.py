@@ -36,7 +36,8 @@ beyond one made on an idle GPU.
 With `--against COMMAND` (another recorder's launcher, e.g. an earlier
 build's `mneme_cc/lib/mneme-record` installed with `pip install --target`),
 each application's runs alternate native, the recorder measured and that
-one, and both ratios are given: two recorders side by side.
+one, and both ratios are given (each median with its interval): two
+recorders side by side.
 
     python bench/record_overhead.py .carry/examples/cg .carry/examples/nbody --repeats 5
     python bench/record_overhead.py --suite .carry/examples --sample .carry/examples/record_sample
