@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import json
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,13 +41,41 @@ def locked(path: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
+#: The most a JSON file mneme-cc reads may hold: far more than any it writes.
+MAX_JSON_BYTES = 64 << 20
+
+
+def regular_text(path: Path, what: str, limit: int | None = MAX_JSON_BYTES,
+                 errors: str = "strict") -> str:
+    """The text of path, which must be a regular file (a FIFO or a device
+    would block a read or never end it) of at most `limit` bytes;
+    FileNotFoundError when it is missing, a one-line UsageError otherwise
+    (UnicodeDecodeError, a ValueError, for bytes that are not UTF-8 unless
+    `errors` says what to do with them)."""
+    try:
+        mode = path.stat().st_mode
+        if stat.S_ISDIR(mode):
+            raise UsageError(f"{path}: a directory, not {what}")
+        if not stat.S_ISREG(mode):
+            raise UsageError(f"{path}: not a regular file, so not {what}")
+        with path.open("rb") as f:
+            raw = f.read(-1 if limit is None else limit + 1)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise UsageError(f"{path}: {exc.strerror or exc}") from None
+    if limit is not None and len(raw) > limit:
+        raise UsageError(f"{path}: more than {limit >> 20} MiB, not {what}")
+    return raw.decode(errors=errors)
+
+
 def read_json_object(path: Path, what: str) -> dict[str, Any]:
     """The JSON object in path (a file the user gave); a one-line UsageError if not."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(regular_text(Path(path), what))
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:
         raise UsageError(f"{path}: not JSON ({exc})") from None
     if not isinstance(data, dict):
         raise UsageError(f"{path}: not {what} (a JSON object)")

@@ -41,16 +41,53 @@ def main() -> None:
         from mneme_cc.cli.run_command import main as run_main
 
         raise SystemExit(run_main(sys.argv[2:]))
-    from mneme_cc.cli.typer_app import app
-
-    app()
+    invoke(sys.argv[1:])
 
 
 def run_subcommand(name: str) -> None:
     """Entry point of a standalone `mneme-<name>` tool: `mneme <name> ...`."""
+    invoke([name, *sys.argv[1:]], prog_name=f"mneme-{name}")
+
+
+def _click_exceptions():
+    """The exceptions of the click typer parses with (its own copy in newer typers)."""
+    try:
+        from typer._click import exceptions
+    except ImportError:
+        from click import exceptions
+    return exceptions
+
+
+def invoke(args: list[str], prog_name: str | None = None) -> None:
+    """Runs the typer app; a command line it cannot parse (an unknown option, a
+    bad value, a missing argument) is one line on stderr and exit status 2,
+    as every other error of mneme's is, not typer's framed usage."""
+    import typer
+
     from mneme_cc.cli.typer_app import app
 
-    app(args=[name, *sys.argv[1:]], prog_name=f"mneme-{name}")
+    exceptions = _click_exceptions()
+    try:
+        code = app(args=args, prog_name=prog_name, standalone_mode=False)
+    except exceptions.UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # a bare command: its help
+            try:
+                app(args=[*args, "--help"], prog_name=prog_name)
+            except SystemExit:
+                pass
+            raise SystemExit(2) from None
+        where = exc.ctx.command_path if exc.ctx is not None else (prog_name or "mneme")
+        message = " ".join(exc.format_message().split())
+        print(f"mneme: error: {where}: {message} (`{where} --help` lists what it takes)",
+              file=sys.stderr)
+        raise SystemExit(exc.exit_code) from None
+    except exceptions.ClickException as exc:
+        print(f"mneme: error: {' '.join(exc.format_message().split())}", file=sys.stderr)
+        raise SystemExit(exc.exit_code) from None
+    except typer.Abort:
+        print("mneme: aborted", file=sys.stderr)
+        raise SystemExit(1) from None
+    raise SystemExit(code if isinstance(code, int) else 0)
 
 
 def inspect_main() -> None:

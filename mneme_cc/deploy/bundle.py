@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mneme_cc.errors import MnemeError, UsageError
-from mneme_cc.fileio import write_text_atomic
+from mneme_cc.fileio import regular_text, write_text_atomic
 
 FORMAT, VERSION = "mneme-bundle", 1
 MANIFEST = "manifest.json"
@@ -179,7 +179,7 @@ def load_bundle(path: str | Path) -> Bundle:
     path = Path(path)
     where = path / MANIFEST
     try:
-        raw = json.loads(where.read_text())
+        raw = json.loads(regular_text(where, "a bundle's manifest"))
     except FileNotFoundError:
         raise UsageError(f"{path}: not a bundle (no {MANIFEST}); write one with "
                          "`mneme export --bundle DIR`") from None

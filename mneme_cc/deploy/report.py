@@ -14,6 +14,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mneme_cc.errors import UsageError
+from mneme_cc.fileio import regular_text
+
 FORMAT, VERSION = "mneme-run-report", 1
 NOT_TUNED = "not tuned"
 
@@ -91,11 +94,11 @@ def read_reports(directory: Path, tuned: dict[str, str]) -> tuple[list[KernelRep
     processes, warnings = 0, []
     for path in sorted(directory.glob("serve-report.*.json")):
         try:
-            raw = json.loads(path.read_text())
+            raw = json.loads(regular_text(path, "a serving report"))
             if not isinstance(raw, dict) or raw.get("format") != "mneme-serve-report" or \
                     not isinstance(raw.get("kernels"), list):
                 raise ValueError("not a serving report")
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, UsageError) as exc:
             warnings.append(f"a process's report is unreadable ({exc}); its counts are missing")
             continue
         processes += 1

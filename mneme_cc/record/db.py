@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from mneme_cc.errors import BinaryFormatError, RecordDBError
+from mneme_cc.fileio import MAX_JSON_BYTES
 from mneme_cc.record.snapshot import (  # noqa: F401 (the region kinds are part of this face)
     ALLOCATION,
     ARGUMENTS,
@@ -40,9 +41,6 @@ from mneme_cc.record.snapshot import (  # noqa: F401 (the region kinds are part 
 )
 
 _HASH = re.compile(r"[0-9a-f]{8,64}")
-
-#: The most a database's JSON file may hold: far past any real one's size.
-MAX_JSON_BYTES = 64 << 20
 
 
 def load_json_object(path: Path) -> dict[str, Any]:
@@ -173,7 +171,7 @@ class Instance:
         """The fidelity file's object, None when there is none."""
         path = self.fidelity_path
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(regular_file(path).read_text())
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
@@ -370,9 +368,12 @@ class RecordDB:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        if not self.path.is_dir():
+        if not self.path.exists():
             raise RecordDBError(f"{self.path}: no such record database "
                                 f"(record one with `mneme record -rdb {self.path} -- APP`)")
+        if not self.path.is_dir():
+            raise RecordDBError(f"{self.path}: not a record database (a record database is a "
+                                "directory that `mneme record -rdb DIR` writes)")
         marker = self.path / "database.json"
         if not marker.exists():
             raise RecordDBError(f"{self.path}: not a record database (no database.json)")
@@ -382,6 +383,10 @@ class RecordDB:
             raise RecordDBError(f"{marker}: record database format {info.get('format')} "
                                 f"version {version}; this mneme-cc reads version "
                                 f"{native().STORE_FORMAT_VERSION}")
+        for part in ("index", "chunks"):  # a file there would read as an empty database
+            if (self.path / part).exists() and not (self.path / part).is_dir():
+                raise RecordDBError(f"{self.path / part}: not a directory (the database is "
+                                    "damaged)")
 
     def read_chunk(self, digest: str) -> bytes:
         try:

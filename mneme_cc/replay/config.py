@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,12 +49,46 @@ def _plain(value: Any) -> Any:
 def _dim3(value: Any, name: str) -> Dim3 | None:
     if value is None:
         return None
-    if isinstance(value, int):
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         value = (value, 1, 1)
+    if not isinstance(value, (list, tuple)):
+        raise UsageError(f"{name} must be three positive integers, not {value!r}")
     dims = tuple(value)
     if len(dims) != 3 or not all(isinstance(d, int) and d >= 1 for d in dims):
         raise UsageError(f"{name} must be three positive integers, not {value!r}")
     return dims  # type: ignore[return-value]
+
+
+#: Each field's JSON type (None allowed where the field's default is None);
+#: grid and block are checked as dimensions.
+_FIELD_TYPES: dict[str, type] = {
+    "shared_mem_bytes": int, "pipeline": str, "tuning": dict, "codegen_opt_level": int,
+    "ptxas_opt_level": int, "max_registers": int, "specialize_args": list,
+    "specialize_dims": bool, "launch_bounds": bool, "max_threads": int,
+    "min_blocks_per_sm": int, "fp_reassociate": bool, "fp_contract": str,
+    "pin_contraction": bool, "keep_debug_info": bool, "opt_bisect_limit": int,
+    "iterations": int, "warmup": int, "flush_l2": bool, "verify": dict, "baseline": str}
+_JSON_NAMES = {int: "an integer", bool: "true or false", str: "a string", dict: "a JSON object"}
+_OPTIONAL = {"shared_mem_bytes", "max_registers", "max_threads", "min_blocks_per_sm",
+             "fp_contract", "opt_bisect_limit", "baseline"}
+
+
+def _check_types(config: Any) -> None:
+    """A one-line UsageError for a field of the wrong JSON type (a config file
+    is the user's; a bad one must not fail deep inside a comparison)."""
+    for name, kind in _FIELD_TYPES.items():
+        value = getattr(config, name)
+        if value is None and name in _OPTIONAL:
+            continue
+        if kind is list:
+            if not isinstance(value, (list, tuple)) or not all(map(_integer, value)):
+                raise UsageError(f"{name} must be a list of integers, not {value!r}")
+        elif not (_integer(value) if kind is int else type(value) is kind):
+            raise UsageError(f"{name} must be {_JSON_NAMES[kind]}, not {value!r}")
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -93,6 +128,7 @@ class ReplayConfig:
     baseline: str | None = None
 
     def __post_init__(self) -> None:
+        _check_types(self)
         set_ = object.__setattr__
         set_(self, "grid", _dim3(self.grid, "grid"))
         set_(self, "block", _dim3(self.block, "block"))

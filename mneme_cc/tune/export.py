@@ -131,12 +131,13 @@ def choose(best_files: list[Path]) -> tuple[dict, dict[str, Any]]:
         raise UsageError("nothing to export: no best.json (run `mneme tune` first)")
     records = []
     for path in best_files:
-        record = _load(path, "best.json")
+        record = read_json_object(path, "a best.json file")
         try:
             config = ReplayConfig.from_json(record["config"])
             launch_shape(record["launch"])
             if not isinstance(record["kernel"], str) or isinstance(record["median_ms"], bool) \
-                    or not isinstance(record["median_ms"], (int, float)):
+                    or not isinstance(record["median_ms"], (int, float)) \
+                    or not 0 < record["median_ms"] < math.inf:
                 raise TypeError("kernel or median_ms")
             for key in ("speedup", "measured_speedup"):
                 value = record.get(key)

@@ -168,9 +168,14 @@ def render(study: StudyDir, out: Path | None = None) -> list[Path]:
     """Writes the figures and report.html; returns the paths written."""
     plt = _pyplot()
     out = out or study.path / "report"
-    out.mkdir(parents=True, exist_ok=True)
-    figures = [p for p in (_history(plt, study, out), _importance(plt, study, out),
-                           _pareto(plt, study, out), _distribution(plt, study, out)) if p]
-    page = out / "report.html"
-    write_text_atomic(page, _html(study, figures))
+    try:
+        _ = study.summary["study"], study.summary["objectives"][0]
+        out.mkdir(parents=True, exist_ok=True)
+        figures = [p for p in (_history(plt, study, out), _importance(plt, study, out),
+                               _pareto(plt, study, out), _distribution(plt, study, out)) if p]
+        page = out / "report.html"
+        write_text_atomic(page, _html(study, figures))
+    except KeyError as exc:  # a field the summary of this version always has
+        raise UsageError(f"{study.path / 'summary.json'}: no {exc} (the summary is damaged "
+                         "or from another version); run the study again") from None
     return [*figures, page]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mneme_cc.errors import UsageError
-from mneme_cc.fileio import read_json_object, write_text_atomic
+from mneme_cc.fileio import read_json_object, regular_text, write_text_atomic
 
 SUMMARY, BEST, TRIALS = "summary.json", "best.json", "trials.jsonl"
 
@@ -82,7 +82,7 @@ class StudyDir:
         if not path.exists():
             raise UsageError(f"{self.path} holds no {SUMMARY}: not a study directory written "
                              "by `mneme tune`")
-        return read_json_object(path, "a study summary")
+        return _checked_summary(path, read_json_object(path, "a study summary"))
 
     @functools.cached_property
     def best(self) -> dict[str, Any] | None:
@@ -95,7 +95,8 @@ class StudyDir:
         if not path.exists():
             return [], 0
         out, damaged = [], 0
-        for line in path.read_text(errors="replace").splitlines():
+        for line in regular_text(path, "a study's trials", limit=None,
+                                 errors="replace").splitlines():
             try:
                 trial = json.loads(line)
             except ValueError:
@@ -119,17 +120,57 @@ class StudyDir:
     def study(self):
         """The study in its Optuna storage (which optuna-dashboard also reads)."""
         from mneme_cc.tune import need_optuna
-        from mneme_cc.tune.storage import open_storage
+        from mneme_cc.tune.storage import describe, open_storage
 
         optuna = need_optuna()
-        storage = open_storage(self.summary.get("storage"), self.path)
-        return optuna.load_study(study_name=self.summary["study"], storage=storage)
+        url = self.summary.get("storage")
+        text = describe(url, self.path)
+        if "://" not in text:  # a journal: read it, never make one
+            journal = Path(text.removeprefix("journal:"))
+            if not journal.exists():
+                raise UsageError(f"{journal}: the study's storage is missing (its trials are "
+                                 f"still in {self.path / TRIALS})")
+            if not journal.is_file():  # a FIFO would block the read
+                raise UsageError(f"{journal}: not a regular file, so not the study's storage")
+        storage = open_storage(url, self.path)
+        try:
+            return optuna.load_study(study_name=self.summary["study"], storage=storage)
+        except KeyError:
+            raise UsageError(f"{text}: holds no study {self.summary['study']!r} (the storage "
+                             "is damaged or another study's)") from None
+
+
+#: The types of a summary's fields that readers use, where present.
+_SUMMARY_TYPES: dict[str, type | tuple[type, ...]] = {
+    "study": str, "kernel": str, "instance": str, "space": str, "sampler": str,
+    "storage": (str, type(None)), "objectives": list, "outcomes": dict, "device": dict,
+    "devices": list, "baseline": (dict, type(None)), "learned_numerics": dict,
+    "trials": int, "seconds": (int, float), "observations_per_second": (int, float),
+    "speedup": (int, float, type(None))}
+
+
+def _checked_summary(path: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    """The summary, if the fields its readers use have the types `mneme tune`
+    writes; a one-line UsageError naming the first that does not."""
+    for key, kinds in _SUMMARY_TYPES.items():
+        if key in summary and not isinstance(summary[key], kinds):
+            raise UsageError(f"{path}: its {key} is not what `mneme tune` writes (the "
+                             "summary is damaged); run the study again")
+    objectives = summary.get("objectives", ["?"])
+    if not objectives or not all(isinstance(o, str) for o in objectives):
+        raise UsageError(f"{path}: its objectives are not what `mneme tune` writes (the "
+                         "summary is damaged); run the study again")
+    return summary
 
 
 def find_studies(database: Path, names: list[str] | None = None) -> list[StudyDir]:
     """The studies of a record database (all, or those named); each summary read."""
     root = database / "tune"
     if names:
+        odd = [n for n in names if n in ("", ".", "..") or Path(n).name != n]
+        if odd:
+            raise UsageError(f"--study {odd[0]}: a study is named by its directory in {root}, "
+                             "not by a path")
         missing = [n for n in names if not (root / n).is_dir()]
         if missing:
             raise UsageError(f"no study {', '.join(missing)} in {root} (`ls {root}` lists them)")

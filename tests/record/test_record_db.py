@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -321,6 +322,12 @@ def test_damaged_snapshots_and_entries_are_one_line_errors(tmp_path):
     def listed(db, entry):
         (db / "database.json").write_text("[]")
 
+    def as_file(part):  # the index or the chunks a file: no longer an empty database
+        def change(db, entry):
+            shutil.rmtree(db / part)
+            (db / part).write_text("")
+        return change
+
     def metadata(state):
         state["metadata"] = "[1, 2]"
 
@@ -347,6 +354,8 @@ def test_damaged_snapshots_and_entries_are_one_line_errors(tmp_path):
             ("metadata", restate("prologue", metadata), "not a JSON object"),
             ("fifo", fifo, "not a regular file"),
             ("listed", listed, "not an object"),
+            ("index", as_file("index"), "index: not a directory"),
+            ("chunks", as_file("chunks"), "chunks: not a directory"),
             ("replayable", entry_field(lambda e: e.update(replayable="false")), "true or false"),
             ("nan", entry_field(lambda e: e.update(in_app_ms=float("nan"))), "from 0 to 2^63"),
             ("huge", entry_field(lambda e: e.update(raw_bytes=10**400)), "from 0 to 2^63"),
