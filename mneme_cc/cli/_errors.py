@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from collections.abc import Callable
 from typing import NoReturn, TypeVar
@@ -18,6 +19,9 @@ EXIT_USAGE = 2
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    # One line, whatever the message quotes (a damaged file's bytes, LLVM's
+    # multi-line diagnostics).
+    message = re.sub(r"\s*\n\s*", " ", message.strip())
     print(f"mneme: error: {message}", file=sys.stderr)
     raise typer.Exit(code)
 

@@ -31,6 +31,7 @@ def export(
 
     from mneme_cc.cli._progress import progress
     from mneme_cc.errors import UsageError
+    from mneme_cc.record.db import RecordDB
     from mneme_cc.tune.export import export as export_files
     from mneme_cc.tune.export import refusals
     from mneme_cc.tune.study_dir import best_files
@@ -39,6 +40,7 @@ def export(
         raise UsageError("say where to write: --proteus FILE, --mneme FILE, --bundle DIR")
     files = list(best or [])
     if database is not None:
+        RecordDB(database)  # one that is missing or is not one is said as such
         files += best_files(database)
     if not files:
         raise UsageError("nothing to export: give best.json files or -rdb DIR with tuned "

@@ -55,6 +55,9 @@ def show(
     if len(words) not in (1, 2) or (rdb is not None and len(words) != 1):
         raise UsageError("mneme show -rdb DIR KEY: name the database once and one kernel or "
                          "instance")
+    if len(words) == 1 and rdb is None and Path(words[0]).is_dir():
+        raise UsageError(f"mneme show {words[0]} KEY: name a kernel or an instance of it "
+                         f"(`mneme ls {words[0]}` lists them)")
     key = words[-1]
     db = RecordDB(database_given(rdb, Path(words[0]) if len(words) == 2 else None, "show"))
     # Damage in an instance's files is reported as such, not as "no kernel matches".

@@ -165,6 +165,9 @@ def _checked_summary(path: Path, summary: dict[str, Any]) -> dict[str, Any]:
 
 def find_studies(database: Path, names: list[str] | None = None) -> list[StudyDir]:
     """The studies of a record database (all, or those named); each summary read."""
+    from mneme_cc.record.db import RecordDB
+
+    RecordDB(database)  # one that is missing or is not one is said as such
     root = database / "tune"
     if names:
         odd = [n for n in names if n in ("", ".", "..") or Path(n).name != n]

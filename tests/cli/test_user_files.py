@@ -72,9 +72,13 @@ def test_export_refuses_a_best_json_that_is_missing_a_fifo_or_not_a_time(tmp_pat
 
 
 def make_study(db, name="s1"):
-    """A record database's tune/ with one study: its summary, trials and journal."""
+    """A record database with one study: its summary, trials and journal."""
+    import numpy as np
     import optuna
+    from synthetic_db import make_database
 
+    a = np.arange(64, dtype=np.float32)
+    make_database(db, a, a, a + a)
     study_dir = db / "tune" / name
     study_dir.mkdir(parents=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)

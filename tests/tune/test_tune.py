@@ -669,9 +669,12 @@ def test_bad_tune_input(instance, args, message):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-def test_bad_export_input(tmp_path):
+def test_bad_export_input(tmp_path, instance):
     result = run(["mneme", "export", "-rdb", str(tmp_path), "--proteus", str(tmp_path / "p")],
                  check=False)
+    assert result.returncode == 2 and "not a record database" in result.stderr
+    result = run(["mneme", "export", "-rdb", str(instance.db.path), "--proteus",
+                  str(tmp_path / "p")], check=False)  # a database with no study
     assert result.returncode == 2 and "nothing to export" in result.stderr
     result = run(["mneme-export", str(tmp_path / "best.json")], check=False)
     assert result.returncode == 2 and "--proteus FILE, --mneme FILE" in result.stderr
