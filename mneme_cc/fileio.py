@@ -15,9 +15,20 @@ from typing import Any
 from mneme_cc.errors import UsageError
 
 
+def _parent_is_a_directory(path: Path) -> None:
+    """A one-line UsageError naming the place, not a temporary or lock file
+    beside path, when path's directory is missing or is not one."""
+    parent = path.parent
+    if not parent.is_dir():
+        raise UsageError(f"{parent}: {'not a' if parent.exists() else 'no such'} directory, "
+                         f"so {path.name} cannot be written there (create it or name another "
+                         "place)")
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """Writes text to a temporary name beside path, then renames it over path;
     a failed write (a full disk) leaves no temporary file behind."""
+    _parent_is_a_directory(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(text)
@@ -32,6 +43,7 @@ def locked(path: Path) -> Iterator[None]:
     """Holds an advisory lock on `.<name>.lock` beside path: writers that
     read, merge and rewrite one file take turns, so none loses another's
     entries."""
+    _parent_is_a_directory(path)
     lock = path.with_name(f".{path.name}.lock")
     fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     try:
