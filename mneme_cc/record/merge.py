@@ -68,6 +68,8 @@ def merge_databases(target: str | Path, source: str | Path, level: int = 3) -> M
     if target.is_dir() and any(target.iterdir()) and not (target / "database.json").exists():
         raise RecordDBError(f"{target} is not empty and is not a record database: choose "
                             "another -rdb directory")
+    if (target / "database.json").exists():
+        RecordDB(target)  # of a format this mneme-cc writes, before anything is made in it
     try:
         native().init_database(str(target))
     except ValueError as exc:

@@ -63,6 +63,13 @@ def test_bad_merges_are_one_line_errors_and_write_nothing_outside(tmp_path):
     proc = run(["mneme", "merge", "-rdb", str(tmp_path / "papers"), str(node0)], check=False)
     assert proc.returncode != 0 and "is not a record database" in proc.stderr
     assert sorted(p.name for p in (tmp_path / "papers").iterdir()) == ["thesis.tex"]
+    # Another tool's database.json: refused before anything is made beside it.
+    (tmp_path / "papers" / "thesis.tex").unlink()
+    (tmp_path / "papers" / "database.json").write_text('{"format": "other",\n"version": 7}')
+    proc = run(["mneme", "merge", "-rdb", str(tmp_path / "papers"), str(node0)], check=False)
+    assert proc.returncode != 0 and "format other version 7" in proc.stderr
+    assert proc.stderr.count("\n") == 1
+    assert sorted(p.name for p in (tmp_path / "papers").iterdir()) == ["database.json"]
     # A description naming a file outside the database.
     description = node1 / "00112233445566aa.json"
     kernel = json.loads(description.read_text())
