@@ -127,7 +127,7 @@ def replay(
         fp_reassociate=fp_reassociate, fp_contract=fp_contract, pin_contraction=pin_contraction,
         keep_debug_info=keep_debug_info, min_blocks_per_sm=min_blocks, iterations=iterations,
         warmup=warmup, baseline=baseline, verify=policies_file(verify), flush_l2=flush_l2)
-    _check_early(config, emit)
+    _check_early(config, emit, device)
     inst = find_instance(database, rid, kernel)
     replayer = Replayer(inst, device=device)
     replayer.preflight(config, save_output)  # before the GPU is taken
@@ -144,9 +144,19 @@ def replay(
         raise typer.Exit(EXIT_FAILED_VERIFICATION)
 
 
-def _check_early(config, emit: Optional[Path]) -> None:
+def _check_early(config, emit: Optional[Path], device: int = 0) -> None:
     """Mistakes in the options, reported before the database is read."""
     from mneme_cc.errors import UsageError
+
+    if device < 0:
+        raise UsageError(f"--device is a GPU ordinal (0, 1, ...), not {device}")
+    if config.min_blocks_per_sm is not None and config.min_blocks_per_sm < 1:
+        raise UsageError(f"--min-blocks is a count of blocks per SM (at least 1), not "
+                         f"{config.min_blocks_per_sm}")
+    for name in ("grid", "block"):
+        dims = getattr(config, name)
+        if dims is not None and max(dims) >= 1 << 31:  # past any launch CUDA takes
+            raise UsageError(f"--{name} {','.join(map(str, dims))}: a side past 2^31 - 1")
 
     if config.baseline is None:
         from mneme_cc.replay.compiling.llvm import pipeline_of

@@ -25,6 +25,8 @@ def _devices(text: str) -> list[int]:
     devices = list(int_list(text, "--devices", "a list of GPU ordinals"))
     if not devices:
         raise UsageError("--devices names no GPU")
+    if min(devices) < 0 or len(set(devices)) < len(devices):
+        raise UsageError(f"--devices {text}: GPU ordinals (0, 1, ...), each once")
     return devices
 
 
@@ -92,12 +94,15 @@ def tune(
     """Search configurations of recorded instances; keep the best verified one."""
     from mneme_cc.cli._options import policies_file
     from mneme_cc.errors import UsageError
+    from mneme_cc.tune.presets import check_space_name
     from mneme_cc.tune.samplers import SAMPLERS, parse_objectives
     from mneme_cc.tune.tuner import Tuner, TuneSettings
 
     objectives = parse_objectives(objective)
     if sampler not in SAMPLERS:
         raise UsageError(f"unknown sampler '{sampler}': use one of {', '.join(SAMPLERS)}")
+    check_space_name(space)  # before any GPU is taken
+    _devices(devices)
     _check_counts(trials=trials, timeout=timeout, trial_timeout=trial_timeout,
                   compile_timeout=compile_timeout,
                   workers=workers, seed=seed, iterations=iterations, warmup=warmup,

@@ -34,6 +34,16 @@ PRESETS: dict[str, list[type[SearchSpace]]] = {
 }
 
 
+def check_space_name(spec: str) -> None:
+    """A one-line UsageError unless spec names a space: auto, a preset or a
+    `path.py:Class` (whose file is read only when the space is made)."""
+    if spec == "auto" or spec in PRESETS or (":" in spec and
+                                              spec.split(":")[0].endswith(".py")):
+        return
+    raise UsageError(f"unknown space '{spec}': use one of auto, {', '.join(PRESETS)} or "
+                     "path.py:Class")
+
+
 def load_space(spec: str, instance, props: DeviceProperties) -> SearchSpace:
     """A preset name, `a,b` preset parts, or `path.py:Class`."""
     if ":" in spec and spec.split(":")[0].endswith(".py"):
@@ -54,9 +64,7 @@ def load_space(spec: str, instance, props: DeviceProperties) -> SearchSpace:
         return cls(instance, props)
     if spec == "auto":
         return auto_space(instance, props)
-    if spec not in PRESETS:
-        raise UsageError(f"unknown space '{spec}': use one of auto, {', '.join(PRESETS)} or "
-                         "path.py:Class")
+    check_space_name(spec)
     kernel = instance.db.kernel(instance.static_hash)
     fits = {"ir": PRESETS, "ptx": ("ptx", "geometry", "grid-stride"),
             "cubin": ("geometry", "grid-stride")}[kernel.provenance]

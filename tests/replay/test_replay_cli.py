@@ -24,6 +24,10 @@ def database(tmp_path):
     (["--fp-contract", "sometimes"], "fp_contract must be fast, on or off"),
     (["--specialize-args", "a"], "not a list of parameter indices"),
     (["--baseline", "best"], "baseline must be one of"),
+    (["--device", "-1"], "--device is a GPU ordinal"),
+    (["--min-blocks", "-3"], "--min-blocks is a count of blocks per SM"),
+    (["--grid", "99999999999999999999"], "a side past 2^31 - 1"),
+    (["--iterations", "many"], "Invalid value for '--iterations'"),  # typer's parse, one line
 ])
 def test_bad_replay_input(database, args, message):
     proc = run(["mneme", "replay", "-rdb", str(database), *args], check=False)

@@ -662,6 +662,9 @@ def test_a_malformed_best_json_is_one_line(tmp_path):
     (["--workers", "-4"], "--workers must be at least 1, not -4"),
     (["--seed", "-1"], "--seed must be at least 0, not -1"),
     (["--askers", "-1"], "--askers must be at least 0, not -1"),
+    (["--space", "bogus"], "unknown space 'bogus'"),
+    (["--devices", "-1"], "GPU ordinals (0, 1, ...), each once"),
+    (["--devices", "0,0"], "GPU ordinals (0, 1, ...), each once"),
 ])
 def test_bad_tune_input(instance, args, message):
     result = run(["mneme", "tune", "-rdb", str(instance.db.path), *args], check=False)
