@@ -18,6 +18,7 @@ import hashlib
 import json
 import math
 import re
+import shutil
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -200,11 +201,21 @@ def write_bundle(path: Path, chosen: list[tuple[dict[str, Any], Any, Any]], arch
     """Writes the bundle for the chosen (best record, ReplayConfig, instance) triples;
     `arch_of(record)` is the GPU arch to compile for, `step()` is called after each
     winner. Returns the entries."""
-    from mneme_cc.replay.compiling.compiler import compile_instance
-
     if path.exists() and not path.is_dir():
         raise UsageError(f"{path}: exists and is not a directory")
+    made = not path.exists()
     path.mkdir(parents=True, exist_ok=True)
+    try:
+        return _write_entries(path, chosen, arch_of, step)
+    except BaseException:
+        if made:  # a bundle that failed leaves no directory it made behind
+            shutil.rmtree(path, ignore_errors=True)
+        raise
+
+
+def _write_entries(path: Path, chosen, arch_of, step) -> list:
+    from mneme_cc.replay.compiling.compiler import compile_instance
+
     entries = []
     for record, config, inst in chosen:
         kernel = inst.db.kernel(inst.static_hash)

@@ -168,6 +168,8 @@ def render(study: StudyDir, out: Path | None = None) -> list[Path]:
     """Writes the figures and report.html; returns the paths written."""
     plt = _pyplot()
     out = out or study.path / "report"
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out}: not a directory: name a directory for the report (--out)")
     try:
         _ = study.summary["study"], study.summary["objectives"][0]
         out.mkdir(parents=True, exist_ok=True)

@@ -105,6 +105,8 @@ def test_report_refuses_a_path_for_a_study_and_a_damaged_study_in_one_line(tmp_p
     one_line_error([*report, "--study", "../../evil"], "not by a path")
     assert not (tmp_path / "evil").exists()
     run([*report, "--out", str(tmp_path / "fine")])  # the study as written reports
+    (tmp_path / "afile").write_text("")
+    one_line_error([*report, "--out", str(tmp_path / "afile")], "afile: not a directory")
     summary = json.loads((study / "summary.json").read_text())
     (study / "summary.json").write_text(json.dumps({**summary, "baseline": "x"}))
     one_line_error(report, "its baseline is not what `mneme tune` writes")

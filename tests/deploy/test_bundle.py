@@ -159,3 +159,22 @@ def test_a_kernel_without_ir_is_bundled_from_its_image(tmp_path):
             assert cubin[:4] == b"\x7fELF" and cubin != image
         else:
             assert cubin == image and entry.serve["block"] == [128, 1, 1]
+
+
+def test_a_bundle_that_fails_leaves_no_directory_it_made(tuned, tmp_path):
+    from mneme_cc.deploy.bundle import write_bundle
+
+    db, inst = tuned
+    record = json.loads((db / "tune" / "s" / "best.json").read_text())
+    config = ReplayConfig.from_json(record["config"])
+
+    def no_arch(record):
+        raise UsageError("no arch for this winner")
+
+    with pytest.raises(UsageError, match="no arch"):
+        write_bundle(tmp_path / "new", [(record, config, inst)], no_arch)
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "kept").mkdir()  # a directory the user made stays
+    with pytest.raises(UsageError, match="no arch"):
+        write_bundle(tmp_path / "kept", [(record, config, inst)], no_arch)
+    assert (tmp_path / "kept").is_dir()
