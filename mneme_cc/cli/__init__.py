@@ -71,12 +71,13 @@ def invoke(args: list[str], prog_name: str | None = None) -> None:
         code = app(args=args, prog_name=prog_name, standalone_mode=False)
     except exceptions.UsageError as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":  # a bare command: its help
-            try:
-                app(args=[*args, "--help"], prog_name=prog_name)
-            except SystemExit:
-                pass
+            shown = exc.format_message()  # empty where rich has printed it already
+            if shown.strip():
+                print(shown)
             raise SystemExit(2) from None
         where = exc.ctx.command_path if exc.ctx is not None else (prog_name or "mneme")
+        if prog_name and args:  # `mneme-export`, not `mneme-export export`
+            where = where.replace(f"{prog_name} {args[0]}", prog_name, 1)
         message = " ".join(exc.format_message().split())
         print(f"mneme: error: {where}: {message} (`{where} --help` lists what it takes)",
               file=sys.stderr)

@@ -31,16 +31,15 @@ def export(
 
     from mneme_cc.cli._progress import progress
     from mneme_cc.errors import UsageError
-    from mneme_cc.record.db import RecordDB
     from mneme_cc.tune.export import export as export_files
     from mneme_cc.tune.export import refusals
-    from mneme_cc.tune.study_dir import best_files
+    from mneme_cc.tune.study_dir import best_files, require_database
 
     if proteus is None and mneme is None and bundle is None:
         raise UsageError("say where to write: --proteus FILE, --mneme FILE, --bundle DIR")
     files = list(best or [])
     if database is not None:
-        RecordDB(database)  # one that is missing or is not one is said as such
+        require_database(database)
         files += best_files(database)
     if not files:
         raise UsageError("nothing to export: give best.json files or -rdb DIR with tuned "

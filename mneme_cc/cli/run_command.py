@@ -73,8 +73,9 @@ def execute(args: argparse.Namespace) -> int:
 
         try:
             write_text_atomic(settings.report, json.dumps(report.to_dict(), indent=2) + "\n")
-        except OSError as exc:
+        except (OSError, MnemeError) as exc:
             # The application ran: its exit status stands.
-            print(f"mneme: error: {settings.report}: the report was not written "
-                  f"({exc.strerror})", file=sys.stderr)
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            print(f"mneme: error: {settings.report}: the report was not written ({why})",
+                  file=sys.stderr)
     return report.exit_status

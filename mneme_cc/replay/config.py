@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,7 +48,7 @@ def _plain(value: Any) -> Any:
 def _dim3(value: Any, name: str) -> Dim3 | None:
     if value is None:
         return None
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+    if type(value) is int:
         value = (value, 1, 1)
     if not isinstance(value, (list, tuple)):
         raise UsageError(f"{name} must be three positive integers, not {value!r}")
@@ -88,7 +87,7 @@ def _check_types(config: Any) -> None:
 
 
 def _integer(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    return type(value) is int  # what JSON writes back (not a bool, not numpy's)
 
 
 @dataclass(frozen=True)

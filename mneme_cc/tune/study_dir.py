@@ -163,17 +163,26 @@ def _checked_summary(path: Path, summary: dict[str, Any]) -> dict[str, Any]:
     return summary
 
 
+def require_database(database: Path) -> None:
+    """A one-line UsageError unless database is a record database's directory
+    (of any format version: only its tune/ is read)."""
+    if not database.exists():
+        raise UsageError(f"{database}: no such record database (record one with "
+                         f"`mneme record -rdb {database} -- APP`)")
+    if not (database / "database.json").is_file():
+        raise UsageError(f"{database}: not a record database (no database.json)")
+
+
 def find_studies(database: Path, names: list[str] | None = None) -> list[StudyDir]:
     """The studies of a record database (all, or those named); each summary read."""
-    from mneme_cc.record.db import RecordDB
-
-    RecordDB(database)  # one that is missing or is not one is said as such
+    require_database(database)
     root = database / "tune"
     if names:
-        odd = [n for n in names if n in ("", ".", "..") or Path(n).name != n]
+        names = [n.rstrip("/") for n in names]
+        odd = [n for n in names if not n or Path(n).is_absolute() or ".." in Path(n).parts]
         if odd:
             raise UsageError(f"--study {odd[0]}: a study is named by its directory in {root}, "
-                             "not by a path")
+                             "not by a path out of it")
         missing = [n for n in names if not (root / n).is_dir()]
         if missing:
             raise UsageError(f"no study {', '.join(missing)} in {root} (`ls {root}` lists them)")
