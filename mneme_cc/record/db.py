@@ -44,7 +44,10 @@ _HASH = re.compile(r"[0-9a-f]{8,64}")
 
 
 def load_json_object(path: Path) -> dict[str, Any]:
-    """A JSON object the database holds; RecordDBError for anything else."""
+    """A JSON object the database holds; RecordDBError for anything else (a
+    link, which could make a damaged database read a file outside it, too)."""
+    if path.is_symlink():
+        raise RecordDBError(f"{path}: a symbolic link, not a file of the database")
     try:
         regular_file(path)
         with path.open("rb") as f:

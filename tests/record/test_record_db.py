@@ -322,6 +322,12 @@ def test_damaged_snapshots_and_entries_are_one_line_errors(tmp_path):
     def listed(db, entry):
         (db / "database.json").write_text("[]")
 
+    def linked(db, entry):  # an index entry that is a link out of the database
+        path = next((db / "index").iterdir())
+        outside = db.parent / f"{db.name}-outside.json"
+        path.rename(outside)
+        path.symlink_to(outside)
+
     def as_file(part):  # the index or the chunks a file: no longer an empty database
         def change(db, entry):
             shutil.rmtree(db / part)
@@ -355,6 +361,7 @@ def test_damaged_snapshots_and_entries_are_one_line_errors(tmp_path):
             ("fifo", fifo, "not a regular file"),
             ("listed", listed, "not an object"),
             ("index", as_file("index"), "index: not a directory"),
+            ("linked", linked, "a symbolic link, not a file of the database"),
             ("chunks", as_file("chunks"), "chunks: not a directory"),
             ("replayable", entry_field(lambda e: e.update(replayable="false")), "true or false"),
             ("nan", entry_field(lambda e: e.update(in_app_ms=float("nan"))), "from 0 to 2^63"),
