@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from mneme_cc.errors import BinaryFormatError, RecordDBError
-from mneme_cc.fileio import MAX_JSON_BYTES
+from mneme_cc.errors import BinaryFormatError, RecordDBError, UsageError
+from mneme_cc.fileio import regular_text
 from mneme_cc.record.snapshot import (  # noqa: F401 (the region kinds are part of this face)
     ALLOCATION,
     ARGUMENTS,
@@ -49,16 +49,11 @@ def load_json_object(path: Path) -> dict[str, Any]:
     if path.is_symlink():
         raise RecordDBError(f"{path}: a symbolic link, not a file of the database")
     try:
-        regular_file(path)
-        with path.open("rb") as f:
-            text = f.read(MAX_JSON_BYTES + 1)
+        found = json.loads(regular_text(path, "a file mneme-cc wrote"))
     except FileNotFoundError:
         raise RecordDBError(f"{path}: missing (the database is incomplete)") from None
-    if len(text) > MAX_JSON_BYTES:
-        raise RecordDBError(f"{path}: more than {MAX_JSON_BYTES >> 20} MiB, not a file "
-                            "mneme-cc wrote (the database is damaged)")
-    try:
-        found = json.loads(text)
+    except UsageError as exc:  # not a regular file, or too large
+        raise RecordDBError(f"{exc} (the database is damaged)") from None
     except (ValueError, RecursionError) as exc:  # ValueError: JSON, UTF-8, huge integers
         raise RecordDBError(f"{path}: corrupt JSON ({exc})") from None
     if not isinstance(found, dict):
