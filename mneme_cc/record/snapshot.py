@@ -136,6 +136,21 @@ class Region:
         return data[: len(data) // itemsize * itemsize].view(dtype)
 
 
+def _region_problem(raw: dict, chunks: dict, count: int, base, prior) -> str | None:
+    """What is wrong with a snapshot's region as stored (None: nothing):
+    `count` chunks hold it; an epilogue (`base`, its prologue) lists only
+    changed ones, of a region its prologue has (`prior`)."""
+    if len(chunks) != len(raw["chunks"]):
+        return "lists a chunk twice"
+    if any(i >= count for i in chunks):
+        return "lists a chunk past its end"
+    if base is not None and (prior is None or prior.size != raw["size"]):
+        return "is not in the prologue, or not of its size"
+    if base is None and len(chunks) != count:
+        return "lacks some of its chunks"
+    return None
+
+
 class Snapshot:
     """A prologue or epilogue: the regions of device state around one launch."""
 
@@ -170,12 +185,7 @@ class Snapshot:
             chunks = dict(r["chunks"])
             count = chunk_count(r["kind"], r["size"], self.chunk_size)
             prior = base._by_key.get((r["address"], r["kind"], r["name"])) if base else None
-            problem = "lists a chunk twice" if len(chunks) != len(r["chunks"]) else \
-                "lists a chunk past its end" if any(i >= count for i in chunks) else \
-                "is not in the prologue, or not of its size" if base is not None and (
-                    prior is None or prior.size != r["size"]) else \
-                "lacks some of its chunks" if base is None and len(chunks) != count else None
-            if problem:
+            if problem := _region_problem(r, chunks, count, base, prior):
                 what = KIND_NAMES.get(r["kind"], str(r["kind"]))
                 raise RecordDBError(f"{path}: the {what} at {r['address']:#x} ({r['size']} "
                                     f"bytes) {problem} (the database is damaged)")
