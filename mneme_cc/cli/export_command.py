@@ -31,9 +31,10 @@ def export(
 
     from mneme_cc.cli._progress import progress
     from mneme_cc.errors import UsageError
+    from mneme_cc.record.db import require_database
     from mneme_cc.tune.export import export as export_files
     from mneme_cc.tune.export import refusals
-    from mneme_cc.tune.study_dir import best_files, require_database
+    from mneme_cc.tune.study_dir import best_files
 
     if proteus is None and mneme is None and bundle is None:
         raise UsageError("say where to write: --proteus FILE, --mneme FILE, --bundle DIR")

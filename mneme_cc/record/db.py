@@ -361,20 +361,27 @@ class RecordedKernel:
         return "carries a cubin only: replayable with its image, tunable on launch geometry"
 
 
+def require_database(path: Path) -> Path:
+    """path's database.json, if path is a record database's directory (of any
+    format version); RecordDBError, in one line, if it is not."""
+    if not path.exists():
+        raise RecordDBError(f"{path}: no such record database "
+                            f"(record one with `mneme record -rdb {path} -- APP`)")
+    if not path.is_dir():
+        raise RecordDBError(f"{path}: not a record database (a record database is a "
+                            "directory that `mneme record -rdb DIR` writes)")
+    marker = path / "database.json"
+    if not marker.exists():
+        raise RecordDBError(f"{path}: not a record database (no database.json)")
+    return marker
+
+
 class RecordDB:
     """A record database directory, as `mneme record -rdb DIR` writes it."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        if not self.path.exists():
-            raise RecordDBError(f"{self.path}: no such record database "
-                                f"(record one with `mneme record -rdb {self.path} -- APP`)")
-        if not self.path.is_dir():
-            raise RecordDBError(f"{self.path}: not a record database (a record database is a "
-                                "directory that `mneme record -rdb DIR` writes)")
-        marker = self.path / "database.json"
-        if not marker.exists():
-            raise RecordDBError(f"{self.path}: not a record database (no database.json)")
+        marker = require_database(self.path)
         info = load_json_object(marker)
         version = info.get("version")
         if info.get("format") != "mneme-record-db" or version != native().STORE_FORMAT_VERSION:

@@ -163,18 +163,11 @@ def _checked_summary(path: Path, summary: dict[str, Any]) -> dict[str, Any]:
     return summary
 
 
-def require_database(database: Path) -> None:
-    """A one-line UsageError unless database is a record database's directory
-    (of any format version: only its tune/ is read)."""
-    if not database.exists():
-        raise UsageError(f"{database}: no such record database (record one with "
-                         f"`mneme record -rdb {database} -- APP`)")
-    if not (database / "database.json").is_file():
-        raise UsageError(f"{database}: not a record database (no database.json)")
-
-
 def find_studies(database: Path, names: list[str] | None = None) -> list[StudyDir]:
-    """The studies of a record database (all, or those named); each summary read."""
+    """The studies of a record database (all, or those named); each summary read.
+    Only tune/ is read, so a database of any format version will do."""
+    from mneme_cc.record.db import require_database
+
     require_database(database)
     root = database / "tune"
     if names:
