@@ -1,14 +1,17 @@
-"""Reading a recorded region whose chunks repeat: Region.read, which reads a
-repeated chunk once and copies it, against reading every listed chunk.
+"""Reading a recorded region: Region.read, which reads a repeated chunk once
+and copies it and reads on several threads (READ_THREADS), against reading
+every listed chunk on one thread, and against itself on one thread.
 
 A replay reads each allocation the instance restores, and verification
 each epilogue region, as a GPU worker of a study starts; buffers of zeros
 list one chunk at every index. Builds a database of --mib MiB in 1 MiB
-chunks, --distinct of them different (random) and the rest zeros, then
-times both reads alternately (--repeats each, medians), each into a fresh
-buffer as a replay's read is (its page faults included).
+chunks, --distinct of them different (random bytes of 4 bits each, which
+zstd halves) and the rest zeros, then times the three reads alternately
+(--repeats each, medians), each into a fresh buffer as a replay's read is
+(its page faults included).
 
     python bench/region_read.py --mib 512 --distinct 16
+    python bench/region_read.py --mib 512 --distinct 512   # the threads' share
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import time
 import numpy as np
 
 from mneme_cc import _native
+from mneme_cc.record import snapshot
 from mneme_cc.record.snapshot import ALLOCATION, Region
 
 MIB = 1 << 20
@@ -57,22 +61,29 @@ def main() -> None:
         chunks = {i: zeros for i in range(a.mib)}
         for i in rng.choice(a.mib, size=min(a.distinct, a.mib), replace=False):
             chunks[int(i)] = _native.write_chunk(
-                db, rng.integers(0, 256, MIB, dtype=np.uint8).tobytes(), 1)[0]
+                db, rng.integers(0, 16, MIB, dtype=np.uint8).tobytes(), 1)[0]
         region = Region(ALLOCATION, "", 0, a.mib * MIB, MIB, chunks, Store(db))
-        once, each = [], []
+        times: dict[str, list[float]] = {"every": [], "one thread": [], "threads": []}
+        threads = snapshot.READ_THREADS
         for _ in range(a.repeats):
             t = time.perf_counter()
-            read = region.read()
-            once.append(time.perf_counter() - t)
-            t = time.perf_counter()
             every = every_chunk(region)
-            each.append(time.perf_counter() - t)
-            assert np.array_equal(read, every)
-            del read, every
-    m_once, m_each = statistics.median(once), statistics.median(each)
-    print(f"{a.mib} MiB, {a.distinct} distinct chunks: every chunk read {m_each:.3f} s, "
-          f"each distinct chunk once {m_once:.3f} s: {m_each / m_once:.2f}x")
-
+            times["every"].append(time.perf_counter() - t)
+            snapshot.READ_THREADS = 1
+            t = time.perf_counter()
+            alone = region.read()
+            times["one thread"].append(time.perf_counter() - t)
+            snapshot.READ_THREADS = threads
+            t = time.perf_counter()
+            read = region.read()
+            times["threads"].append(time.perf_counter() - t)
+            assert np.array_equal(read, every) and np.array_equal(alone, every)
+            del read, alone, every
+    m = {k: statistics.median(v) for k, v in times.items()}
+    print(f"{a.mib} MiB, {a.distinct} distinct chunks: every chunk read {m['every']:.3f} s, "
+          f"each distinct chunk once {m['one thread']:.3f} s on one thread "
+          f"({m['every'] / m['one thread']:.2f}x), {m['threads']:.3f} s on {threads} "
+          f"({m['one thread'] / m['threads']:.2f}x more)")
 
 if __name__ == "__main__":
     main()

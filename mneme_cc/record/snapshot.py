@@ -7,8 +7,12 @@ chunk, each chunk checked against its content hash.
 
 from __future__ import annotations
 
+import collections
 import json
+import os
 import stat
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -22,6 +26,37 @@ class ChunkStore(Protocol):
     """Where a snapshot's chunks are read from (a RecordDB)."""
 
     def read_chunk(self, digest: str) -> bytes: ...
+
+
+#: Threads reading a region's chunks: the native read lets go of the
+#: interpreter's lock while it reads, decompresses and checks a chunk.
+READ_THREADS = min(8, os.cpu_count() or 1)
+
+
+def read_chunks(store: ChunkStore, digests: list[str],
+                threads: int | None = None) -> Iterator[bytes]:
+    """Each digest's chunk, in order, read on up to `threads` threads
+    (READ_THREADS); at most two a thread are read ahead of the one taken,
+    whatever the region's size."""
+    threads = READ_THREADS if threads is None else threads
+    if threads < 2 or len(digests) < 2:
+        yield from map(store.read_chunk, digests)
+        return
+    with ThreadPoolExecutor(min(threads, len(digests)), "mneme-read") as pool:
+        later = iter(digests[2 * threads:])
+        pending = collections.deque(pool.submit(store.read_chunk, d)
+                                    for d in digests[:2 * threads])
+        try:
+            while pending:
+                data = pending.popleft().result()
+                following = next(later, None)
+                if following is not None:
+                    pending.append(pool.submit(store.read_chunk, following))
+                yield data
+        finally:  # a reader that stopped early: what was not started never is
+            for future in pending:
+                future.cancel()
+
 
 #: Region kinds, as the store numbers them.
 ALLOCATION, GLOBAL, ARGUMENTS, IMAGE = 0, 1, 2, 3
@@ -91,10 +126,14 @@ class Region:
             return self.size
         return min(self.chunk_size, self.size - index * self.chunk_size)
 
+    @property
+    def lists_changes(self) -> bool:
+        """An epilogue's region: it lists the chunks that differ from its
+        prologue's, which holds the rest."""
+        return self._base is not None
+
     def read(self) -> np.ndarray:
-        """The region's bytes as a uint8 array (an epilogue's: prologue plus changes).
-        A chunk listed more than once (a buffer of zeros, a repeated pattern)
-        is read, decompressed and checked once, then copied."""
+        """The region's bytes as a uint8 array (an epilogue's: prologue plus changes)."""
         # The base builds a fresh array: the changes go straight into it.
         if self._base is not None:
             out = self._base.read()
@@ -105,18 +144,34 @@ class Region:
                 raise RecordDBError(f"the {self.kind_name} at {self.address:#x} is "
                                     f"{self.size} bytes, more than this machine can hold "
                                     "in memory") from None
-        first: dict[str, tuple[int, int]] = {}  # digest -> (start, length) where it was put
-        for index, digest in self.chunks.items():
-            if digest in first:
-                at, length = first[digest]
-                start = self._placed(index, length)
-                out[start:start + length] = out[at:at + length]
-                continue
-            data = self._db.read_chunk(digest)
-            start = self._placed(index, len(data))
-            out[start:start + len(data)] = np.frombuffer(data, np.uint8)
-            first[digest] = (start, len(data))
+        for start, length, piece in self.placed_chunks():
+            if isinstance(piece, int):
+                out[start:start + length] = out[piece:piece + length]
+            else:
+                out[start:start + length] = np.frombuffer(piece, np.uint8)
         return out
+
+    def placed_chunks(self) -> Iterator[tuple[int, int, bytes | int]]:
+        """For each chunk the region lists (an epilogue: its changes only), in
+        the order listed: (where it starts, its length, its bytes), or for a chunk
+        listed before (a buffer of zeros, a repeated pattern) (where it starts,
+        its length, where its first copy starts). Each distinct chunk is read,
+        decompressed and checked once, on a few threads (`read_chunks`)."""
+        distinct = list(dict.fromkeys(self.chunks.values()))
+        reads = read_chunks(self._db, distinct)
+        first: dict[str, tuple[int, int]] = {}  # digest -> (start, length) where it was put
+        try:
+            for index, digest in self.chunks.items():
+                if digest in first:
+                    at, length = first[digest]
+                    yield self._placed(index, length), length, at
+                    continue
+                data = next(reads)
+                start = self._placed(index, len(data))
+                first[digest] = (start, len(data))
+                yield start, len(data), data
+        finally:
+            reads.close()
 
     def _placed(self, index: int, length: int) -> int:
         """Where chunk `index` of `length` bytes starts; RecordDBError where

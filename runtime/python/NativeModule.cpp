@@ -80,7 +80,13 @@ nb::tuple compactChunk(const std::string &Db, const std::string &Hex, int Level)
 
 nb::bytes readChunk(const std::string &Db, const std::string &Hex) {
   std::string Out, Error;
-  if (!store::readChunk(Db, parseDigest(Hex), Out, Error))
+  const ch::Digest Hash = parseDigest(Hex);
+  bool Ok;
+  {
+    nb::gil_scoped_release Free; // read, decompressed and checked on several threads at once
+    Ok = store::readChunk(Db, Hash, Out, Error);
+  }
+  if (!Ok)
     throw nb::value_error(Error.c_str());
   return nb::bytes(Out.data(), Out.size());
 }

@@ -276,6 +276,64 @@ def test_a_chunk_a_region_lists_many_times_is_read_once(tmp_path):
             Region(ALLOCATION, "", 0x1000, size, chunk, listed, store).read()
 
 
+
+def test_chunks_are_read_on_threads_in_order_with_a_bounded_read_ahead(tmp_path):
+    """A region's chunks are read on several threads (the native read lets
+    go of the interpreter's lock), handed over in order, never more than
+    two a thread ahead of the reader; a reader that stops early leaves the
+    rest unread; each listed chunk is placed, a repeat by where its first
+    copy went."""
+    import threading
+
+    from mneme_cc.record.snapshot import ALLOCATION, Region, read_chunks
+
+    db = str(tmp_path / "db")
+    _native.init_database(db)
+    chunk = 4096
+    rng = np.random.default_rng(3)
+    payloads = [rng.integers(0, 16, chunk, dtype=np.uint8).tobytes() for _ in range(40)]
+    digests = [_native.write_chunk(db, p, 1)[0] for p in payloads]
+
+    class Watching:
+        def __init__(self):
+            self.lock = threading.Lock()
+            self.started = 0
+            self.threads: set[int] = set()
+
+        def read_chunk(self, digest):
+            with self.lock:
+                self.started += 1
+                self.threads.add(threading.get_ident())
+            return _native.read_chunk(db, digest)
+
+    store = Watching()
+    assert list(read_chunks(store, digests, threads=4)) == payloads
+    assert len(store.threads) > 1 and threading.get_ident() not in store.threads
+    store = Watching()
+    reads = read_chunks(store, digests, threads=4)
+    assert [next(reads) for _ in range(3)] == payloads[:3]
+    assert store.started <= 3 + 2 * 4
+    reads.close()
+    assert store.started <= 3 + 2 * 4  # nothing further was started
+    # One thread: read in the caller's thread.
+    store = Watching()
+    assert list(read_chunks(store, digests[:5], threads=1)) == payloads[:5]
+    assert store.threads == {threading.get_ident()}
+    # placed_chunks: (start, length, bytes) for a chunk's first listing, its
+    # first start for a repeat; read() builds the region from them.
+    listed = {0: digests[0], 1: digests[1], 2: digests[0], 3: digests[2]}
+    region = Region(ALLOCATION, "", 0x1000, 4 * chunk, chunk, listed, Watching())
+    assert list(region.placed_chunks()) == [(0, chunk, payloads[0]), (chunk, chunk, payloads[1]),
+                                            (2 * chunk, chunk, 0),
+                                            (3 * chunk, chunk, payloads[2])]
+    assert region.read().tobytes() == payloads[0] + payloads[1] + payloads[0] + payloads[2]
+    assert not region.lists_changes
+    changes = Region(ALLOCATION, "", 0x1000, 4 * chunk, chunk, {1: digests[3]}, Watching(),
+                     region)
+    assert changes.lists_changes
+    assert list(changes.placed_chunks()) == [(chunk, chunk, payloads[3])]
+    assert changes.read().tobytes() == payloads[0] + payloads[3] + payloads[0] + payloads[2]
+
 def test_damaged_snapshots_and_entries_are_one_line_errors(tmp_path):
     """What a snapshot's reads rely on is checked as it is opened: a
     prologue lists every chunk of each region, once, within it; an

@@ -162,6 +162,12 @@ class Device:
         """Waits for everything queued on the stream; a kernel's fault surfaces here."""
         check(_driver().cuStreamSynchronize(self.stream), what)
 
+    def finish_copies(self, what: str) -> None:
+        """Waits for the synchronous-API copies (`copy_dtod`, `copy_to_device`):
+        a device-to-device one returns before it is done, and the stream does
+        not wait for them."""
+        check(_driver().cuCtxSynchronize(), what)
+
     def create_event(self):
         return check(_driver().cuEventCreate(0), "creating an event")
 

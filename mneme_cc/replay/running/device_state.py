@@ -2,7 +2,8 @@
 
 Opening it reserves the recorded VA window, maps the prologue's allocations
 and copies their contents in, and keeps device copies of what a launch may
-change: every allocation the kernel writes, every global. `restore()`
+change: every allocation the kernel writes (from which verification's
+expected copy is made, with the recorded changes), every global. `restore()`
 queues their device-to-device restore before a launch, so each launch sees
 the recorded input and restoring never waits on the host (timed launches
 queue behind a gate). It also holds the recorded epilogue that verification
@@ -14,6 +15,7 @@ from __future__ import annotations
 from mneme_cc.record.db import ALLOCATION, GLOBAL, Instance
 from mneme_cc.replay.output import SavedRegion
 from mneme_cc.replay.running import device as dev
+from mneme_cc.replay.running.chunk_copies import copy_chunks
 from mneme_cc.replay.running.expected import ExpectedOutput
 
 
@@ -48,6 +50,7 @@ class DeviceState:
         self.expected = ExpectedOutput(device)
         try:
             self._restore_prologue()
+            device.finish_copies("restoring memory")
         except BaseException:
             self.close()
             raise
@@ -56,12 +59,13 @@ class DeviceState:
         prologue, epilogue = self.instance.prologue, self.instance.epilogue
         for region in prologue.allocations:
             self.window.map(region.address, region.size)
-            dev.copy_to_device(region.address, region.read())
+            copy_chunks(self.device, region.address, region)
         for region in prologue.allocations:
             if epilogue.region(region.address, region.kind, region.name).chunks:
                 copy = self.device.alloc(region.size, "allocating a pristine copy")
                 self.written.add(region.address, copy, region.size)
                 self.device.copy_dtod(copy, region.address, region.size, "copying")
+                self.expected.prologues[region.address] = copy
         for g in prologue.globals:
             copy = self.device.alloc(max(g.size, 1), "allocating a global's copy")
             self.globals.add(g.name, copy, g.size)

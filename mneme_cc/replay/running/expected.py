@@ -2,7 +2,9 @@
 
 Each region is read (and decompressed) once; a region's device copy, which
 the comparer checks the replayed buffer against, is made on first use and
-kept until the session closes.
+kept until the session closes. Where the session keeps a device copy of
+the allocation's prologue, the expected copy is that copy with the
+recorded changes written over it, so the prologue is not read again.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from mneme_cc.replay.running import device as dev
+from mneme_cc.replay.running.chunk_copies import copy_chunks
 
 
 class ExpectedOutput:
@@ -19,6 +22,8 @@ class ExpectedOutput:
         self.device = device
         self._host: dict[tuple[int, str, int], np.ndarray] = {}
         self._on_device: dict[int, int] = {}  # region address -> its device copy
+        # Region address -> a device copy of its prologue (DeviceState's; not freed here).
+        self.prologues: dict[int, int] = {}
 
     def host(self, region) -> np.ndarray:
         """The region's recorded epilogue."""
@@ -31,8 +36,14 @@ class ExpectedOutput:
         """The address of a device copy of the region's recorded epilogue."""
         if region.address not in self._on_device:
             copy = self.device.alloc(max(region.size, 1), "allocating")
+            prologue = self.prologues.get(region.address) if region.lists_changes else None
             try:
-                dev.copy_to_device(copy, self.host(region))
+                if prologue is None:
+                    dev.copy_to_device(copy, self.host(region))
+                else:
+                    self.device.copy_dtod(copy, prologue, region.size, "copying the prologue")
+                    copy_chunks(self.device, copy, region)
+                    self.device.finish_copies("copying the recorded changes")
             except BaseException:
                 self.device.free(copy)
                 raise
