@@ -7,7 +7,7 @@ side it moves, both the block's size (`blockDim`) and the grid's
 by a fixed size: under the probe it fails verification or faults. Before
 it searches block shapes, `auto` replays the kernel once under another
 shape, and a replay that faults costs the study a GPU worker's restart
-(about 3 s of a 30 s study), so a shape that moves such a side is not tried.
+(about 1.3 s of a 30 s study), so a shape that moves such a side is not tried.
 """
 
 from __future__ import annotations
