@@ -122,3 +122,96 @@ def test_a_gpu_worker_prepares_verification_as_it_starts(tmp_path):
     damaged.state, damaged._comparer = SimpleNamespace(expected=Expected()), object()
     with pytest.raises(RecordDBError, match=digest[:8]):
         damaged.prepare_verification()
+
+
+def test_the_expected_epilogue_is_made_on_the_device_from_the_prologue(tmp_path, monkeypatch):
+    """A written allocation's expected copy is its pristine prologue copy with
+    the recorded changes over it (only the changed chunks read); one the
+    kernel left alone is copied from itself until the first launch's
+    restore, then from the recorded bytes, never from what a launch left.
+    A device double whose memory is buffers at addresses stands for the GPU."""
+    from synthetic_db import make_database
+
+    from mneme_cc.record import RecordDB
+    from mneme_cc.replay.running import device as dev
+    from mneme_cc.replay.running.device_state import DeviceState
+
+    class Memory:
+        def __init__(self):
+            self.buffers: dict[int, bytearray] = {}
+
+        def place(self, address: int, size: int) -> tuple[bytearray, int]:
+            for base, buffer in self.buffers.items():
+                if base <= address and address + size <= base + len(buffer):
+                    return buffer, address - base
+            raise AssertionError(f"no buffer holds {address:#x}+{size}")
+
+        def write(self, address: int, data: bytes) -> None:
+            buffer, at = self.place(address, len(data))
+            buffer[at:at + len(data)] = data
+
+        def read(self, address: int, size: int) -> bytes:
+            buffer, at = self.place(address, size)
+            return bytes(buffer[at:at + size])
+
+    memory = Memory()
+
+    class Device:
+        next_address = 0x7F0000000000
+
+        def alloc(self, size, what):
+            address, Device.next_address = Device.next_address, Device.next_address + (1 << 24)
+            memory.buffers[address] = bytearray(size)
+            return address
+
+        def free(self, address):
+            memory.buffers.pop(address, None)
+
+        def copy_dtod(self, destination, source, size, what):
+            memory.write(destination, memory.read(source, size))
+
+        def copy_dtod_async(self, destination, source, size, what):
+            self.copy_dtod(destination, source, size, what)
+
+        def finish_copies(self, what):
+            pass
+
+    class Window:
+        def __init__(self, device, base, size, granularity):
+            pass
+
+        def map(self, address, size):
+            memory.buffers[address] = bytearray(size)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(dev, "Window", Window)
+    monkeypatch.setattr(dev, "copy_to_device",
+                        lambda address, data, what="": memory.write(address, data.tobytes()))
+    a = np.arange(5000, dtype=np.float32)
+    b = np.full(5000, 0.5, np.float32)
+    make_database(tmp_path / "db", a, b, a + b)
+    (inst,) = RecordDB(tmp_path / "db").instances
+    state = DeviceState(Device(), inst)
+    for region in inst.prologue.allocations:
+        assert memory.read(region.address, region.size) == region.read().tobytes()
+    read: list[str] = []
+    db_read = inst.db.read_chunk
+    inst.db.read_chunk = lambda digest: read.append(digest) or db_read(digest)
+    epilogue = {r.address: r for r in inst.epilogue.allocations}
+    written = [r for r in epilogue.values() if r.chunks]
+    left = [r for r in epilogue.values() if not r.chunks]
+    assert len(written) == 1 and len(left) == 2
+    copies = {address: state.expected.on_device(r) for address, r in epilogue.items()}
+    assert sorted(read) == sorted(written[0].chunks.values())  # the changes alone
+    inst.db.read_chunk = db_read
+    for address, region in epilogue.items():
+        assert memory.read(copies[address], region.size) == region.read().tobytes()
+    # A launch follows a restore: what it leaves in an allocation it should
+    # not have written is never taken for the recorded prologue.
+    state.restore({})
+    memory.write(left[0].address, bytes(left[0].size))
+    state.expected.close()
+    copy = state.expected.on_device(left[0])
+    assert memory.read(copy, left[0].size) == left[0].read().tobytes() != bytes(left[0].size)

@@ -66,6 +66,8 @@ class DeviceState:
                 self.written.add(region.address, copy, region.size)
                 self.device.copy_dtod(copy, region.address, region.size, "copying")
                 self.expected.prologues[region.address] = copy
+            else:  # until the first launch, the allocation itself holds its prologue
+                self.expected.prologues_in_place.add(region.address)
         for g in prologue.globals:
             copy = self.device.alloc(max(g.size, 1), "allocating a global's copy")
             self.globals.add(g.name, copy, g.size)
@@ -78,6 +80,7 @@ class DeviceState:
     def restore(self, globals_: dict[str, int]) -> None:
         """Queues the restore of the written allocations and of the globals the
         loaded module has (`globals_`: name -> its address in the module)."""
+        self.expected.prologues_in_place.clear()  # a launch follows
         for address, copy, size in self.written.entries:
             self.device.copy_dtod_async(address, copy, size, "restoring")
         for name, copy, size in self.globals.entries:

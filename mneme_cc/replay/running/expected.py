@@ -4,7 +4,9 @@ Each region is read (and decompressed) once; a region's device copy, which
 the comparer checks the replayed buffer against, is made on first use and
 kept until the session closes. Where the session keeps a device copy of
 the allocation's prologue, the expected copy is that copy with the
-recorded changes written over it, so the prologue is not read again.
+recorded changes written over it, so the prologue is not read again; an
+allocation the kernel did not change is copied from itself while no launch
+has run since the prologue's restore.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ class ExpectedOutput:
         self._on_device: dict[int, int] = {}  # region address -> its device copy
         # Region address -> a device copy of its prologue (DeviceState's; not freed here).
         self.prologues: dict[int, int] = {}
+        # Allocations that hold their prologue in place: until DeviceState.restore().
+        self.prologues_in_place: set[int] = set()
 
     def host(self, region) -> np.ndarray:
         """The region's recorded epilogue."""
@@ -36,12 +40,19 @@ class ExpectedOutput:
         """The address of a device copy of the region's recorded epilogue."""
         if region.address not in self._on_device:
             copy = self.device.alloc(max(region.size, 1), "allocating")
-            prologue = self.prologues.get(region.address) if region.lists_changes else None
+            prologue = None
+            if region.lists_changes:
+                prologue = self.prologues.get(region.address)
+                if prologue is None and not region.chunks and \
+                        region.address in self.prologues_in_place:
+                    prologue = region.address
             try:
                 if prologue is None:
                     dev.copy_to_device(copy, self.host(region))
                 else:
-                    self.device.copy_dtod(copy, prologue, region.size, "copying the prologue")
+                    if region.size:
+                        self.device.copy_dtod(copy, prologue, region.size,
+                                              "copying the prologue")
                     copy_chunks(self.device, copy, region)
                     self.device.finish_copies("copying the recorded changes")
             except BaseException:
