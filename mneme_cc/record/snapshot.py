@@ -30,22 +30,25 @@ class ChunkStore(Protocol):
 
 #: Threads reading a region's chunks: the native read lets go of the
 #: interpreter's lock while it reads, decompresses and checks a chunk.
-READ_THREADS = min(8, os.cpu_count() or 1)
+READ_THREADS = min(8, len(os.sched_getaffinity(0)))
+#: The most bytes of chunks read ahead of the one taken.
+READ_AHEAD_BYTES = 256 << 20
 
 
-def read_chunks(store: ChunkStore, digests: list[str],
-                threads: int | None = None) -> Iterator[bytes]:
+def read_chunks(store: ChunkStore, digests: list[str], threads: int | None = None,
+                ahead: int | None = None) -> Iterator[bytes]:
     """Each digest's chunk, in order, read on up to `threads` threads
-    (READ_THREADS); at most two a thread are read ahead of the one taken,
-    whatever the region's size."""
+    (READ_THREADS), at most `ahead` (two a thread) read ahead of the one
+    taken, whatever the region's size."""
     threads = READ_THREADS if threads is None else threads
-    if threads < 2 or len(digests) < 2:
+    ahead = 2 * threads if ahead is None else ahead
+    threads = min(threads, ahead, len(digests))
+    if threads < 2:
         yield from map(store.read_chunk, digests)
         return
-    with ThreadPoolExecutor(min(threads, len(digests)), "mneme-read") as pool:
-        later = iter(digests[2 * threads:])
-        pending = collections.deque(pool.submit(store.read_chunk, d)
-                                    for d in digests[:2 * threads])
+    with ThreadPoolExecutor(threads, "mneme-read") as pool:
+        later = iter(digests[ahead:])
+        pending = collections.deque(pool.submit(store.read_chunk, d) for d in digests[:ahead])
         try:
             while pending:
                 data = pending.popleft().result()
@@ -158,7 +161,9 @@ class Region:
         its length, where its first copy starts). Each distinct chunk is read,
         decompressed and checked once, on a few threads (`read_chunks`)."""
         distinct = list(dict.fromkeys(self.chunks.values()))
-        reads = read_chunks(self._db, distinct)
+        threads = READ_THREADS
+        ahead = min(2 * threads, max(1, READ_AHEAD_BYTES // max(self.chunk_size, 1)))
+        reads = read_chunks(self._db, distinct, threads, ahead)
         first: dict[str, tuple[int, int]] = {}  # digest -> (start, length) where it was put
         try:
             for index, digest in self.chunks.items():
@@ -246,10 +251,15 @@ class Snapshot:
                                     f"bytes) {problem} (the database is damaged)")
             self.regions.append(Region(r["kind"], r["name"], r["address"], r["size"],
                                        self.chunk_size, chunks, db, prior))
-        # The first of any that share a key, as a scan finds it.
+        # The first of any that share a key, as a scan finds it; two
+        # allocations at one address are never live at once.
         self._by_key: dict[tuple[int, int, str], Region] = {}
         for region in self.regions:
-            self._by_key.setdefault((region.address, region.kind, region.name), region)
+            key = (region.address, region.kind, region.name)
+            if region.kind == ALLOCATION and key in self._by_key:
+                raise RecordDBError(f"{path}: lists the allocation at {region.address:#x} "
+                                    "twice (the database is damaged)")
+            self._by_key.setdefault(key, region)
 
     def region(self, address: int, kind: int | None = None, name: str | None = None) -> Region:
         if kind is not None and name is not None:  # an epilogue's twin: one lookup, not a scan

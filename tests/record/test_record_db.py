@@ -278,12 +278,13 @@ def test_a_chunk_a_region_lists_many_times_is_read_once(tmp_path):
 
 
 def test_chunks_are_read_on_threads_in_order_with_a_bounded_read_ahead(tmp_path):
-    """A region's chunks are read on several threads (the native read lets
-    go of the interpreter's lock), handed over in order, never more than
-    two a thread ahead of the reader; a reader that stops early leaves the
-    rest unread; each listed chunk is placed, a repeat by where its first
-    copy went."""
+    """A region's chunks are read on several threads at once (the native
+    read lets go of the interpreter's lock), handed over in order, never
+    more than `ahead` ahead of the reader; a reader that stops early leaves
+    the reads not yet started unread; each listed chunk is placed, a repeat
+    by where its first copy went."""
     import threading
+    import time
 
     from mneme_cc.record.snapshot import ALLOCATION, Region, read_chunks
 
@@ -294,41 +295,82 @@ def test_chunks_are_read_on_threads_in_order_with_a_bounded_read_ahead(tmp_path)
     payloads = [rng.integers(0, 16, chunk, dtype=np.uint8).tobytes() for _ in range(40)]
     digests = [_native.write_chunk(db, p, 1)[0] for p in payloads]
 
-    class Watching:
-        def __init__(self):
+    class Gated:
+        """Each chunk's read waits until its gate opens (all open unless closed)."""
+
+        def __init__(self, closed=()):
             self.lock = threading.Lock()
-            self.started = 0
+            self.started: list[int] = []
             self.threads: set[int] = set()
+            self.gates = {d: threading.Event() for d in digests}
+            for i, d in enumerate(digests):
+                if i not in closed:
+                    self.gates[d].set()
 
         def read_chunk(self, digest):
             with self.lock:
-                self.started += 1
+                self.started.append(digests.index(digest))
                 self.threads.add(threading.get_ident())
+            assert self.gates[digest].wait(10)
             return _native.read_chunk(db, digest)
 
-    store = Watching()
+        def open(self):
+            for gate in self.gates.values():
+                gate.set()
+
+    def settled():
+        time.sleep(0.3)  # what the pool's threads would start by now, they have
+
+    # Two reads at once: the first two wait for each other.
+    together = threading.Barrier(2, timeout=10)
+
+    class Together(Gated):
+        def read_chunk(self, digest):
+            if digest in digests[:2]:
+                together.wait()
+            return super().read_chunk(digest)
+
+    store = Together()
     assert list(read_chunks(store, digests, threads=4)) == payloads
-    assert len(store.threads) > 1 and threading.get_ident() not in store.threads
-    store = Watching()
-    reads = read_chunks(store, digests, threads=4)
+    assert threading.get_ident() not in store.threads
+    # The read-ahead: with the first read held, 8 are asked for, no more.
+    store = Gated(closed={0})
+    reads = read_chunks(store, digests, threads=4, ahead=8)
+    taken: list[bytes] = []
+    taker = threading.Thread(target=lambda: taken.append(next(reads)))
+    taker.start()
+    settled()
+    assert sorted(store.started) == list(range(8))
+    store.open()
+    taker.join(10)
+    assert taken == payloads[:1]
+    # Stopping early: reads 3..6 running (held), 7..10 asked for but not
+    # started; closing leaves those unread.
+    store = Gated(closed=set(range(3, 40)))
+    reads = read_chunks(store, digests, threads=4, ahead=8)
     assert [next(reads) for _ in range(3)] == payloads[:3]
-    assert store.started <= 3 + 2 * 4
-    reads.close()
-    assert store.started <= 3 + 2 * 4  # nothing further was started
+    settled()
+    assert sorted(store.started) == list(range(7))
+    closer = threading.Thread(target=reads.close)
+    closer.start()
+    settled()
+    store.open()
+    closer.join(10)
+    assert not closer.is_alive() and sorted(store.started) == list(range(7))
     # One thread: read in the caller's thread.
-    store = Watching()
+    store = Gated()
     assert list(read_chunks(store, digests[:5], threads=1)) == payloads[:5]
     assert store.threads == {threading.get_ident()}
     # placed_chunks: (start, length, bytes) for a chunk's first listing, its
     # first start for a repeat; read() builds the region from them.
     listed = {0: digests[0], 1: digests[1], 2: digests[0], 3: digests[2]}
-    region = Region(ALLOCATION, "", 0x1000, 4 * chunk, chunk, listed, Watching())
+    region = Region(ALLOCATION, "", 0x1000, 4 * chunk, chunk, listed, Gated())
     assert list(region.placed_chunks()) == [(0, chunk, payloads[0]), (chunk, chunk, payloads[1]),
                                             (2 * chunk, chunk, 0),
                                             (3 * chunk, chunk, payloads[2])]
     assert region.read().tobytes() == payloads[0] + payloads[1] + payloads[0] + payloads[2]
     assert not region.lists_changes
-    changes = Region(ALLOCATION, "", 0x1000, 4 * chunk, chunk, {1: digests[3]}, Watching(),
+    changes = Region(ALLOCATION, "", 0x1000, 4 * chunk, chunk, {1: digests[3]}, Gated(),
                      region)
     assert changes.lists_changes
     assert list(changes.placed_chunks()) == [(chunk, chunk, payloads[3])]
@@ -336,8 +378,8 @@ def test_chunks_are_read_on_threads_in_order_with_a_bounded_read_ahead(tmp_path)
 
 def test_damaged_snapshots_and_entries_are_one_line_errors(tmp_path):
     """What a snapshot's reads rely on is checked as it is opened: a
-    prologue lists every chunk of each region, once, within it; an
-    epilogue's regions are its prologue's; each file is of its kind; the
+    prologue lists every chunk of each region, once, within it, and each
+    allocation once; an epilogue's regions are its prologue's; each file is of its kind; the
     JSON files hold objects and are regular files."""
     import os
 
@@ -365,6 +407,9 @@ def test_damaged_snapshots_and_entries_are_one_line_errors(tmp_path):
 
     def moved(state):
         state["regions"][2]["address"] += 0x1000
+
+    def duplicated(state):  # two allocations at one address
+        state["regions"].insert(1, dict(state["regions"][0]))
 
     def swapped(db, entry):
         entry_path = next((db / "index").iterdir())
@@ -413,6 +458,7 @@ def test_damaged_snapshots_and_entries_are_one_line_errors(tmp_path):
     for name, change, says in (
             ("missing", restate("prologue", drop_chunk), "lacks some of its chunks"),
             ("twice", restate("prologue", twice), "lists a chunk twice"),
+            ("duplicated", restate("prologue", duplicated), "lists the allocation at 0x"),
             ("moved", restate("epilogue", moved), "is not in the prologue"),
             ("swapped", swapped, "snapshot where a prologue belongs"),
             ("metadata", restate("prologue", metadata), "not a JSON object"),

@@ -211,7 +211,16 @@ def test_the_expected_epilogue_is_made_on_the_device_from_the_prologue(tmp_path,
     # A launch follows a restore: what it leaves in an allocation it should
     # not have written is never taken for the recorded prologue.
     state.restore({})
-    memory.write(left[0].address, bytes(left[0].size))
+    for region in (left[0], written[0]):
+        memory.write(region.address, b"\xff" * region.size)
     state.expected.close()
-    copy = state.expected.on_device(left[0])
-    assert memory.read(copy, left[0].size) == left[0].read().tobytes() != bytes(left[0].size)
+    for region in (left[0], written[0]):
+        copy = state.expected.on_device(region)
+        assert memory.read(copy, region.size) == region.read().tobytes() != b"\xff" * region.size
+    # A forged epilogue whose allocation is not its prologue's size is read
+    # from the database, never copied past the prologue's copy.
+    half = written[0].size // 2
+    state.expected.prologues[written[0].address] = (Device().alloc(half, ""), half)
+    state.expected.close()
+    copy = state.expected.on_device(written[0])
+    assert memory.read(copy, written[0].size) == written[0].read().tobytes()

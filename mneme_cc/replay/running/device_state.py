@@ -12,6 +12,7 @@ compares against. `close()` frees all of it, the window last.
 
 from __future__ import annotations
 
+from mneme_cc.errors import RecordDBError
 from mneme_cc.record.db import ALLOCATION, GLOBAL, Instance
 from mneme_cc.replay.output import SavedRegion
 from mneme_cc.replay.running import device as dev
@@ -61,11 +62,17 @@ class DeviceState:
             self.window.map(region.address, region.size)
             copy_chunks(self.device, region.address, region)
         for region in prologue.allocations:
-            if epilogue.region(region.address, region.kind, region.name).chunks:
+            try:
+                after = epilogue.region(region.address, region.kind, region.name)
+            except KeyError:
+                raise RecordDBError(f"{epilogue.path}: lacks the allocation at "
+                                    f"{region.address:#x} its prologue has (the database is "
+                                    "damaged)") from None
+            if after.chunks:
                 copy = self.device.alloc(region.size, "allocating a pristine copy")
                 self.written.add(region.address, copy, region.size)
                 self.device.copy_dtod(copy, region.address, region.size, "copying")
-                self.expected.prologues[region.address] = copy
+                self.expected.prologues[region.address] = (copy, region.size)
             else:  # until the first launch, the allocation itself holds its prologue
                 self.expected.prologues_in_place.add(region.address)
         for g in prologue.globals:
@@ -91,6 +98,7 @@ class DeviceState:
         """Writes an allocation's recorded prologue into it again."""
         prologue = self.instance.prologue.region(region.address, region.kind)
         dev.copy_to_device(region.address, prologue.read())
+        self.device.finish_copies("restoring memory")  # before the stream's next launch
 
     def output_addresses(self, globals_: dict[str, int]) -> list[tuple]:
         """(region, where it is now) for each region the recorded epilogue

@@ -24,8 +24,8 @@ class ExpectedOutput:
         self.device = device
         self._host: dict[tuple[int, str, int], np.ndarray] = {}
         self._on_device: dict[int, int] = {}  # region address -> its device copy
-        # Region address -> a device copy of its prologue (DeviceState's; not freed here).
-        self.prologues: dict[int, int] = {}
+        # Region address -> (a device copy of its prologue, its size): DeviceState's, not freed here.
+        self.prologues: dict[int, tuple[int, int]] = {}
         # Allocations that hold their prologue in place: until DeviceState.restore().
         self.prologues_in_place: set[int] = set()
 
@@ -40,12 +40,7 @@ class ExpectedOutput:
         """The address of a device copy of the region's recorded epilogue."""
         if region.address not in self._on_device:
             copy = self.device.alloc(max(region.size, 1), "allocating")
-            prologue = None
-            if region.lists_changes:
-                prologue = self.prologues.get(region.address)
-                if prologue is None and not region.chunks and \
-                        region.address in self.prologues_in_place:
-                    prologue = region.address
+            prologue = self._prologue_copy(region)
             try:
                 if prologue is None:
                     dev.copy_to_device(copy, self.host(region))
@@ -54,12 +49,25 @@ class ExpectedOutput:
                         self.device.copy_dtod(copy, prologue, region.size,
                                               "copying the prologue")
                     copy_chunks(self.device, copy, region)
-                    self.device.finish_copies("copying the recorded changes")
+                # Compared on the session's stream, which does not wait for these copies.
+                self.device.finish_copies("copying the recorded epilogue")
             except BaseException:
                 self.device.free(copy)
                 raise
             self._on_device[region.address] = copy
         return self._on_device[region.address]
+
+    def _prologue_copy(self, region) -> int | None:
+        """Where the device holds the prologue of an epilogue's allocation of
+        the same size, to write its changes over; None: read it from the database."""
+        if not region.lists_changes:
+            return None
+        if region.address in self.prologues:
+            copy, size = self.prologues[region.address]
+            return copy if size == region.size else None
+        if not region.chunks and region.address in self.prologues_in_place:
+            return region.address
+        return None
 
     def close(self) -> None:
         for copy in self._on_device.values():

@@ -161,6 +161,8 @@ class Probes:
             kept.at[name] = copy
             if region.size:
                 self.device.copy_dtod(copy, address, region.size, "copying a probe's output")
+        # Done before the next probe's restore, on the stream, overwrites what was copied.
+        self.device.finish_copies("copying a probe's output")
 
     def _same_as(self, kept: KeptOutputs, globals_: dict[str, int]) -> bool:
         """Whether what the epilogue covers now equals `kept` bit for bit
