@@ -276,7 +276,8 @@ def application(runner: Runner, app: list[str], repeats: int,
     # Where it went (docs/record.md): the recorder's own lines of the -v run.
     for pattern in (r"recording took (.*)", r"(\d+ instance\(s\) took .*)",
                     r"the instances' time on the application's threads, (by phase.*)",
-                    r"of it: (\d+ snapshot hash.*)", r"the writer: (.*)", r"timeline, (.*)"):
+                    r"of it: (\d+ snapshot hash.*)", r"the writer: (.*)", r"timeline, (.*)",
+                    r"(the recorder's start took .*)"):
         if found := re.search(pattern, verbose):
             print(f"{'':16s} {found.group(1)}")
     return native, recorded

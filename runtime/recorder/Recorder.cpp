@@ -108,8 +108,10 @@ bool Recorder::begin() {
   // The runtime creates the primary context on its first real call; a
   // driver-API program has made its context current before any call the
   // recorder sees.
+  double Began = now();
   if (hasRuntime())
     MNEME_REAL(cudaFree)(nullptr);
+  ContextSeconds = now() - Began;
   CUcontext Context = nullptr;
   driver().CtxGetCurrent(&Context);
   if (!Context) {
@@ -120,7 +122,10 @@ bool Recorder::begin() {
   // instances still on their way to the host need the context.
   std::atexit([] { Recorder::get().finish(); });
   std::string Error;
-  if (!Instances.open(O.Database, Error)) {
+  Began = now();
+  bool Opened = Instances.open(O.Database, Error);
+  DatabaseSeconds = now() - Began;
+  if (!Opened) {
     report(Error + "; recording is off, the application runs unrecorded");
     return false;
   }
@@ -140,7 +145,9 @@ bool Recorder::begin() {
   // do; the rest, to 32 in all, only where a processor would idle.
   unsigned All = writerProcessors();
   WriterThreads = std::min(8u, std::max(1u, All / 2));
+  Began = now();
   Instances.start(O.ZstdLevel, WriterThreads, All - WriterThreads);
+  WriterStartSeconds = now() - Began;
   State = Mode::Recording;
   return true;
 }
@@ -474,7 +481,7 @@ void Recorder::finish() {
   }
   if (options().Verbose) {
     CaptureStats S = Capture.stats();
-    char Line[256];
+    char Line[384];
     std::snprintf(Line, sizeof Line,
                   "recording took %.3f s hashing on the GPU, %.3f s copying %.1f MiB to the "
                   "host in %llu runs, %.3f s queueing, %.3f s waiting for the writer at exit",
@@ -483,10 +490,14 @@ void Recorder::finish() {
     report(Line);
     std::snprintf(Line, sizeof Line,
                   "the recorder's start took %.1f ms (%.1f ms reserving the VA window); %llu "
-                  "launch(es) passed on unrecorded, %.2f us each to decide",
+                  "launch(es) passed on unrecorded, %.2f us each to decide; of the start, "
+                  "%.1f ms the CUDA context, %.1f ms opening the database, %.1f ms starting "
+                  "the writer's %u threads",
                   StartSeconds * 1e3, WindowSeconds * 1e3,
                   static_cast<unsigned long long>(PassedOn),
-                  PassedOn ? PassOnSeconds / PassedOn * 1e6 : 0.0);
+                  PassedOn ? PassOnSeconds / PassedOn * 1e6 : 0.0, ContextSeconds * 1e3,
+                  DatabaseSeconds * 1e3, WriterStartSeconds * 1e3,
+                  writerProcessors());
     report(Line);
     reportTimeline(T0);
   }

@@ -328,12 +328,17 @@ def test_selection_and_listing(example_binaries, tmp_path):
     db_path = tmp_path / "db"
     _, recorded = record(example_binaries, "cg", db_path, "--kernels", "^axpy|sum_partials",
                          "--skip", "2", "--max-instances", "1", "-v")
-    # -v: where the fixed start went, and what the launches not recorded cost.
+    # -v: where the fixed start went (the context, the database, the writer's threads),
+    # and what the launches not recorded cost.
     start = re.search(r"the recorder's start took ([\d.]+) ms \(([\d.]+) ms reserving the VA "
                       r"window\); (\d+) launch\(es\) passed on unrecorded, ([\d.]+) us each",
                       recorded.stderr)
     assert start, recorded.stderr
     assert float(start[1]) >= float(start[2]) >= 0 and float(start[1]) > 0 and int(start[3]) > 2
+    parts = re.search(r"of the start, ([\d.]+) ms the CUDA context, ([\d.]+) ms opening the "
+                      r"database, ([\d.]+) ms starting the writer's (\d+) threads", recorded.stderr)
+    assert parts, recorded.stderr
+    assert sum(float(parts[i]) for i in (1, 2, 3)) <= float(start[1]) + 0.2 and int(parts[4]) >= 1
     assert "ms of CPU in mneme record" in recorded.stderr
     db = RecordDB(db_path)
     names = sorted(k.demangled.split("(")[0] for k in db.kernels)
