@@ -36,8 +36,8 @@ std::string demangle(const std::string &Name) {
 struct IdentityHash {
   std::string Bytes;
   void add(uint64_t V) { Bytes.append(reinterpret_cast<const char *>(&V), 8); }
-  void add(const std::string &S) {
-    add(S.size());
+  void add(std::string_view S) {
+    add(static_cast<uint64_t>(S.size()));
     Bytes += S;
   }
   std::string hex() const { return hex64(content_hash::hash(Bytes.data(), Bytes.size()).Hi); }
@@ -190,6 +190,8 @@ KernelState &Recorder::kernelState(const LaunchRequest &R) {
   K.HostFunction = R.Function;
   K.Selected = !Filter || std::regex_search(K.Name, *Filter) ||
                std::regex_search(K.Demangled, *Filter);
+  if (!K.Selected)
+    return K; // never recorded: its code is not looked up, nor copied and hashed to name it
   // A module loaded at run time carries no IR, whatever a built-in kernel
   // of the same name does.
   K.IR = R.DriverApi ? nullptr : registry().irFor(K.Name, Arch);
@@ -197,10 +199,7 @@ KernelState &Recorder::kernelState(const LaunchRequest &R) {
   // the application's image).
   IdentityHash H;
   H.add(K.Name);
-  if (K.IR)
-    H.add(K.IR->Bitcode);
-  else
-    H.add(std::string(K.Image));
+  H.add(K.IR ? std::string_view(K.IR->Bitcode) : K.Image);
   K.StaticHash = H.hex();
   if (auto C = Unloaded.find(K.StaticHash); C != Unloaded.end()) { // the same code, reloaded
     K.Launches = C->second.Launches;
