@@ -15,8 +15,9 @@ always runs first or last):
   resampled (what the spread of the runs allows it to be); with `--loaded`, also the ratio with a `--kernels`
   filter that drops every kernel (the recorder's presence without instances),
   and, from `-v` runs of both alternating with native, the median of each
-  stretch of the run (the application's start, the CUDA context, the run to
-  its exit, the wait for the writer, CUDA's teardown) with and without
+  stretch of the run (the application's start, the recorder's start with
+  the CUDA context in it, the run to its exit, the wait for the writer,
+  CUDA's teardown) with and without
   instances, so that what the instances add is set against the spread of
   the parts they do not touch;
 - with `--sample` (bench/record_sample.cu, built by scripts/build-gpu-carry):
@@ -296,7 +297,7 @@ def timeline(verbose: str) -> dict[str, float] | None:
     if not all(found.values()):
         return None
     t = {k: float(m.group(1)) for k, m in found.items()}
-    return {"application's start": t["started"], "CUDA context": t["context"],
+    return {"application's start": t["started"], "recorder's start": t["context"],
             "run to exit": t["exited"] - t["started"] - t["context"],
             "writer at exit": t["done"] - t["exited"], "teardown": t["ran"] - t["done"],
             "on the app's threads": t["instances"]}

@@ -1,5 +1,6 @@
 // What the recorder knows about one kernel, keyed by its host function:
-// its names and static identity (found at its first launch), its
+// its names and static identity (found at its first launch; a kernel the
+// --kernels filter drops gets neither its IR nor an identity), its
 // parameters (resolved at its first selected launch) and its counts.
 #ifndef MNEME_RECORDER_KERNEL_STATE_H
 #define MNEME_RECORDER_KERNEL_STATE_H

@@ -111,7 +111,7 @@ bool Recorder::begin() {
   double Began = now();
   if (hasRuntime())
     MNEME_REAL(cudaFree)(nullptr);
-  ContextSeconds = now() - Began;
+  ContextSeconds += now() - Began;
   CUcontext Context = nullptr;
   driver().CtxGetCurrent(&Context);
   if (!Context) {
@@ -124,7 +124,7 @@ bool Recorder::begin() {
   std::string Error;
   Began = now();
   bool Opened = Instances.open(O.Database, Error);
-  DatabaseSeconds = now() - Began;
+  DatabaseSeconds += now() - Began;
   if (!Opened) {
     report(Error + "; recording is off, the application runs unrecorded");
     return false;
@@ -143,11 +143,11 @@ bool Recorder::begin() {
   Capture.start(Context);
   // Half the processors (at most 8) compress as the application's threads
   // do; the rest, to 32 in all, only where a processor would idle.
-  unsigned All = writerProcessors();
-  WriterThreads = std::min(8u, std::max(1u, All / 2));
+  WriterProcessors = writerProcessors();
+  WriterThreads = std::min(8u, std::max(1u, WriterProcessors / 2));
   Began = now();
-  Instances.start(O.ZstdLevel, WriterThreads, All - WriterThreads);
-  WriterStartSeconds = now() - Began;
+  Instances.start(O.ZstdLevel, WriterThreads, WriterProcessors - WriterThreads);
+  WriterStartSeconds += now() - Began;
   State = Mode::Recording;
   return true;
 }
@@ -227,7 +227,8 @@ void Recorder::retire(const std::function<bool(const KernelState &)> &Retired) {
       continue;
     }
     // One code may have had several states (loaded twice, or launched by
-    // kernel and by function): their counts add up.
+    // kernel and by function): their counts add up. A kernel the filter
+    // drops was never named, and has no counts to keep.
     if (!K.StaticHash.empty()) {
       Counts &C = Unloaded[K.StaticHash];
       C.Launches += K.Launches;
@@ -465,7 +466,8 @@ void Recorder::finish() {
   // writes what is still queued, at ordinary priority (the idle threads
   // would wait behind any other process on them), and uncompressed, since
   // the exit would otherwise wait several times as long for zstd.
-  Instances.drain(writerProcessors() - WriterThreads, /*Raw=*/true);
+  // As begin() counted them: the exiting thread's own affinity may be narrower.
+  Instances.drain(WriterProcessors - WriterThreads, /*Raw=*/true);
   FinishedAt = now();
   double Wait = FinishedAt - T0;
   if (options().Verbose || InstancesQueued) {
@@ -491,12 +493,11 @@ void Recorder::finish() {
                   "the recorder's start took %.1f ms (%.1f ms reserving the VA window); %llu "
                   "launch(es) passed on unrecorded, %.2f us each to decide; of the start, "
                   "%.1f ms the CUDA context, %.1f ms opening the database, %.1f ms starting "
-                  "the writer's %u threads",
+                  "the writer's %u compressing threads",
                   StartSeconds * 1e3, WindowSeconds * 1e3,
                   static_cast<unsigned long long>(PassedOn),
                   PassedOn ? PassOnSeconds / PassedOn * 1e6 : 0.0, ContextSeconds * 1e3,
-                  DatabaseSeconds * 1e3, WriterStartSeconds * 1e3,
-                  writerProcessors());
+                  DatabaseSeconds * 1e3, WriterStartSeconds * 1e3, WriterProcessors);
     report(Line);
     reportTimeline(T0);
   }

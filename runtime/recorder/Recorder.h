@@ -99,7 +99,8 @@ private:
   // Where the time went, reported with --verbose: queueing instances, the
   // start (the VA window's reservation among it), deciding not to record.
   double SubmitSeconds = 0, StartSeconds = 0, WindowSeconds = 0, PassOnSeconds = 0;
-  // Of StartSeconds, for --verbose: the runtime's context, the database, the writer's threads.
+  // Of StartSeconds (every start, as it), for --verbose: the runtime's context, the
+  // database, the writer's threads.
   double ContextSeconds = 0, DatabaseSeconds = 0, WriterStartSeconds = 0;
   uint64_t PassedOn = 0;
   // The application's threads' time in recording instances (the first's
@@ -131,6 +132,7 @@ private:
   };
   void reportTimeline(double FinishBegan) const;
   unsigned WriterThreads = 1; // compressing as the application's threads do
+  unsigned WriterProcessors = 1; // all its compressing threads, as begin() counted them
 
   // Stream-ordered frees land here from a host callback, which must not
   // take Lock (it runs while the host thread may wait on the device).

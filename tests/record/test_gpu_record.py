@@ -336,7 +336,8 @@ def test_selection_and_listing(example_binaries, tmp_path):
     assert start, recorded.stderr
     assert float(start[1]) >= float(start[2]) >= 0 and float(start[1]) > 0 and int(start[3]) > 2
     parts = re.search(r"of the start, ([\d.]+) ms the CUDA context, ([\d.]+) ms opening the "
-                      r"database, ([\d.]+) ms starting the writer's (\d+) threads", recorded.stderr)
+                      r"database, ([\d.]+) ms starting the writer's (\d+) compressing threads",
+                      recorded.stderr)
     assert parts, recorded.stderr
     assert sum(float(parts[i]) for i in (1, 2, 3)) <= float(start[1]) + 0.2 and int(parts[4]) >= 1
     assert "ms of CPU in mneme record" in recorded.stderr
