@@ -127,8 +127,9 @@ def test_a_gpu_worker_prepares_verification_as_it_starts(tmp_path):
 def test_the_expected_epilogue_is_made_on_the_device_from_the_prologue(tmp_path, monkeypatch):
     """A written allocation's expected copy is its pristine prologue copy with
     the recorded changes over it (only the changed chunks read); one the
-    kernel left alone is copied from itself until the first launch's
-    restore, then from the recorded bytes, never from what a launch left.
+    kernel leaves alone is copied from itself as the session restores it,
+    and once that copy is gone, from the recorded bytes, never from what a
+    launch left.
     A device double whose memory is buffers at addresses stands for the GPU."""
     from synthetic_db import make_database
 

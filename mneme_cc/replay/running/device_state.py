@@ -73,8 +73,8 @@ class DeviceState:
                 self.written.add(region.address, copy, region.size)
                 self.device.copy_dtod(copy, region.address, region.size, "copying")
                 self.expected.prologues[region.address] = (copy, region.size)
-            else:  # until the first launch, the allocation itself holds its prologue
-                self.expected.prologues_in_place.add(region.address)
+            else:  # left alone by the kernel: as restored now, it is its own epilogue
+                self.expected.keep_as_restored(after)
         for g in prologue.globals:
             copy = self.device.alloc(max(g.size, 1), "allocating a global's copy")
             self.globals.add(g.name, copy, g.size)
@@ -87,7 +87,6 @@ class DeviceState:
     def restore(self, globals_: dict[str, int]) -> None:
         """Queues the restore of the written allocations and of the globals the
         loaded module has (`globals_`: name -> its address in the module)."""
-        self.expected.prologues_in_place.clear()  # a launch follows
         for address, copy, size in self.written.entries:
             self.device.copy_dtod_async(address, copy, size, "restoring")
         for name, copy, size in self.globals.entries:

@@ -5,8 +5,8 @@ the comparer checks the replayed buffer against, is made on first use and
 kept until the session closes. Where the session keeps a device copy of
 the allocation's prologue, the expected copy is that copy with the
 recorded changes written over it, so the prologue is not read again; an
-allocation the kernel did not change is copied from itself while no launch
-has run since the prologue's restore.
+allocation the kernel leaves alone is copied from itself as the session
+restores it, before any launch.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ class ExpectedOutput:
         self._on_device: dict[int, int] = {}  # region address -> its device copy
         # Region address -> (a device copy of its prologue, its size): DeviceState's, not freed here.
         self.prologues: dict[int, tuple[int, int]] = {}
-        # Allocations that hold their prologue in place: until DeviceState.restore().
-        self.prologues_in_place: set[int] = set()
 
     def host(self, region) -> np.ndarray:
         """The region's recorded epilogue."""
@@ -57,6 +55,21 @@ class ExpectedOutput:
             self._on_device[region.address] = copy
         return self._on_device[region.address]
 
+    def keep_as_restored(self, region) -> None:
+        """The device copy of an epilogue's allocation that lists no change,
+        made from the allocation itself: only right after its prologue's
+        restore, before any launch (DeviceState waits for the copies)."""
+        if region.address in self._on_device or region.chunks:
+            return
+        copy = self.device.alloc(max(region.size, 1), "allocating")
+        try:
+            if region.size:
+                self.device.copy_dtod(copy, region.address, region.size, "copying the prologue")
+        except BaseException:
+            self.device.free(copy)
+            raise
+        self._on_device[region.address] = copy
+
     def _prologue_copy(self, region) -> int | None:
         """Where the device holds the prologue of an epilogue's allocation of
         the same size, to write its changes over; None: read it from the database."""
@@ -65,8 +78,6 @@ class ExpectedOutput:
         if region.address in self.prologues:
             copy, size = self.prologues[region.address]
             return copy if size == region.size else None
-        if not region.chunks and region.address in self.prologues_in_place:
-            return region.address
         return None
 
     def close(self) -> None:
