@@ -129,7 +129,7 @@ def test_the_expected_epilogue_is_made_on_the_device_from_the_prologue(tmp_path,
     the recorded changes over it (only the changed chunks read); one the
     kernel leaves alone is copied from itself as the session restores it,
     and once that copy is gone, from the recorded bytes, never from what a
-    launch left.
+    launch left. An epilogue lacking an allocation is a damaged database.
     A device double whose memory is buffers at addresses stands for the GPU."""
     from synthetic_db import make_database
 
@@ -225,3 +225,16 @@ def test_the_expected_epilogue_is_made_on_the_device_from_the_prologue(tmp_path,
     state.expected.close()
     copy = state.expected.on_device(written[0])
     assert memory.read(copy, written[0].size) == written[0].read().tobytes()
+    # An epilogue that lacks one of its prologue's allocations is a damaged
+    # database, said in one line as the session opens.
+    from mneme_cc import _native
+    from mneme_cc.errors import RecordDBError
+
+    entry = make_database(tmp_path / "lacking", a, b, a + b)
+    path = tmp_path / "lacking" / entry["epilogue"]
+    decoded = _native.decode_state(path.read_bytes())
+    decoded["regions"] = decoded["regions"][1:]
+    path.write_bytes(_native.encode_state(decoded))
+    (lacking,) = RecordDB(tmp_path / "lacking").instances
+    with pytest.raises(RecordDBError, match=r"lacks the allocation at 0x[0-9a-f]+ its prologue"):
+        DeviceState(Device(), lacking)
