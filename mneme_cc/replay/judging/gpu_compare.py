@@ -64,9 +64,9 @@ class GpuComparer:
             return []
         self._slots(len(pairs))
         start = np.tile(np.array([0, (1 << 64) - 1], np.uint64), len(pairs))
-        dev.copy_to_device(self.results, start, "comparing")
-        # The comparisons run on the session's stream, which does not wait for that copy.
-        self.device.finish_copies("comparing")
+        # On the session's stream, as the comparisons are: reset before they run,
+        # without waiting for the launch queued before them.
+        self.device.copy_to_device_async(self.results, start, "comparing")
         for i, (a, b, size) in enumerate(pairs):
             count, first = self.results + 16 * i, self.results + 16 * i + 8
             vectors = size // 16 if (a | b) % 16 == 0 else 0

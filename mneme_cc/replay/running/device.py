@@ -118,6 +118,13 @@ class Device:
     def copy_dtod_async(self, destination: int, source: int, size: int, what: str) -> None:
         check(_driver().cuMemcpyDtoDAsync(destination, source, size, self.stream), what)
 
+    def copy_to_device_async(self, address: int, data: np.ndarray, what: str) -> None:
+        """Queues a copy of host memory on the stream, behind what is queued
+        there; pageable memory is staged before this returns, so `data` may go."""
+        if data.size:
+            check(_driver().cuMemcpyHtoDAsync(address, data.ctypes.data, data.nbytes,
+                                              self.stream), what)
+
     def memset_async(self, address: int, byte: int, size: int, what: str) -> None:
         check(_driver().cuMemsetD8Async(address, byte, size, self.stream), what)
 
