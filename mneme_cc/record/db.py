@@ -37,7 +37,6 @@ from mneme_cc.record.snapshot import (  # noqa: F401 (the region kinds are part 
     Region,
     Snapshot,
     native,
-    regular_file,
 )
 
 _HASH = re.compile(r"[0-9a-f]{8,64}")
@@ -169,10 +168,10 @@ class Instance:
         """The fidelity file's object, None when there is none."""
         path = self.fidelity_path
         try:
-            data = json.loads(regular_file(path).read_text())
+            data = json.loads(regular_text(path, "a fidelity file"))
         except FileNotFoundError:
             return None
-        except (OSError, ValueError) as exc:
+        except (UsageError, ValueError, RecursionError) as exc:
             raise RecordDBError(f"{path}: unreadable ({exc}); delete it and replay again") \
                 from None
         if not isinstance(data, dict):
