@@ -12,8 +12,9 @@ always runs first or last):
   fresh database each run) / native, its instances and snapshot bytes, and
   where the recorder's time went (its `-v` summary); then the median and
   worst ratio over them, the median with a 90% interval from the runs
-  resampled (what the spread of the runs allows it to be); with `--loaded`, also the ratio with a `--kernels`
-  filter that drops every kernel (the recorder's presence without instances),
+  resampled (what the spread of the runs allows it to be); with `--loaded`,
+  also the ratio with a `--kernels` filter that drops every kernel (the
+  recorder's presence without instances),
   and, from `-v` runs of both alternating with native, the median of each
   stretch of the run (the application's start, the recorder's start with
   the CUDA context in it, the run to its exit, the wait for the writer,
@@ -200,9 +201,24 @@ def alternate(runner: Runner, app: list[str], repeats: int, *flags: str,
     variants = [run_native, run_recorded,
                 *(lambda c=c, t=t: run_other(c, t) for c, t in (others or {}).items())]
     for i in range(repeats):
-        for k in range(len(variants)):
-            variants[(i + k) % len(variants)]()
+        for variant in rotated(variants, i):
+            variant()
     return native, recorded, *last
+
+
+def rotated(items: list, i: int) -> list:
+    """items, starting at the i-th (wrapping): repeat i's order of variants."""
+    i %= len(items)
+    return items[i:] + items[:i]
+
+
+def suite_ratios(runs: list[tuple[list[float], list[float]]]) -> str:
+    """The median ratio over applications with its interval, and the worst,
+    from (native times, recorded times) per application."""
+    ratios = [statistics.median(r) / statistics.median(n) for n, r in runs]
+    low, high = median_interval(runs)
+    return (f"median ratio {statistics.median(ratios):.3f} (90% interval {low:.3f}-{high:.3f}, "
+            f"the runs resampled), worst {max(ratios):.3f}")
 
 
 def median_interval(runs: list[tuple[list[float], list[float]]], draws: int = 2000,
@@ -307,9 +323,8 @@ def stretches(runner: Runner, app: list[str], repeats: int) -> None:
     """Medians of each stretch, default against nothing recorded, -v runs alternating."""
     variants = {"default": ("-v",), NONE: ("-v", NONE)}
     runs: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
-    order = list(variants.items())
     for i in range(repeats):
-        for variant, flags in order[i % 2:] + order[:i % 2]:  # each first in turn
+        for variant, flags in rotated(list(variants.items()), i):  # each first in turn
             _, _, verbose, db = runner.recorded(app, *flags)
             shutil.rmtree(db)
             if (t := timeline(verbose)) is not None:
@@ -419,17 +434,9 @@ def main() -> None:
                             args.loaded)
                 for a in apps]
         if runs:
-            ratios = [statistics.median(r) / statistics.median(n) for n, r in runs]
-            low, high = median_interval(runs)
-            print(f"over {len(ratios)} applications: median ratio "
-                  f"{statistics.median(ratios):.3f} (90% interval {low:.3f}-{high:.3f}, "
-                  f"the runs resampled), worst {max(ratios):.3f}")
+            print(f"over {len(runs)} applications: {suite_ratios(runs)}")
             for command, theirs in runner.against.items():
-                other = [statistics.median(t) / statistics.median(n) for n, t in theirs]
-                low, high = median_interval(theirs)
-                print(f"  against {command}: median ratio {statistics.median(other):.3f} "
-                      f"(90% interval {low:.3f}-{high:.3f}), "
-                      f"worst {max(other):.3f} (the same runs)")
+                print(f"  against {command}: {suite_ratios(theirs)} (the same runs)")
         if args.sample:
             low, high = (int(x) for x in args.launches.split(","))
             sample(runner, str(Path(args.sample).resolve()), args.repeats, (low, high))
