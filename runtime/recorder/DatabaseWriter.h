@@ -67,10 +67,11 @@ struct WriterStats {
 
 class DatabaseWriter {
 public:
-  // Threads compressing threads, and IdleThreads more that run only where
-  // a processor would otherwise idle (SCHED_IDLE): they use what the
+  // At most Threads compressing threads, and IdleThreads more that run only
+  // where a processor would otherwise idle (SCHED_IDLE): they use what the
   // application leaves without taking from it, while the first Threads
-  // keep the writer going when it leaves nothing.
+  // keep the writer going when it leaves nothing. Threads start with the
+  // first job and as queued work outnumbers them.
   DatabaseWriter(std::string Directory, int ZstdLevel, unsigned Threads,
                  unsigned IdleThreads = 0);
   ~DatabaseWriter(); // waits for everything submitted
@@ -87,8 +88,9 @@ public:
   WriterStats stats() const;
 
 private:
+  bool startFirstThreads(); // with Lock held: a commit, a fetch and a compressing thread
+  void grow();              // with Lock held: more threads where queued work waits
   void fetchLoop(unsigned Rank);
-  void addCompressThreads(unsigned Count, bool Idle); // with Lock held, or in the constructor
   void compressLoop(bool Idle = false);
   void commitLoop();
   void fail(const std::string &Error);
@@ -96,7 +98,7 @@ private:
   std::string Directory;
   const int Level;
   std::atomic<bool> StoreRaw{false};
-  std::mutex Lock;
+  mutable std::mutex Lock;
   std::condition_variable Changed;
   std::deque<std::pair<InstanceJob *, size_t>> Tasks; // (job, chunk index)
   std::deque<std::unique_ptr<InstanceJob>> Jobs;      // committed in order
@@ -106,7 +108,11 @@ private:
   std::atomic<bool> Failed{false};
   std::atomic<uint64_t> Committed{0};
   std::atomic<uint64_t> FetchNs{0}, StoreNs{0}, RawChunks{0}, RawBytes{0};
-  unsigned FetchThreads = 0, StoreThreads = 0, OrdinaryThreads = 0; // OrdinaryThreads: not idle
+  // Threads at most, and started (OrdinaryThreads: compressing, not idle).
+  unsigned MostOrdinary, MostIdle, MostFetch;
+  unsigned FetchThreads = 0, StoreThreads = 0, OrdinaryThreads = 0, IdleThreads = 0;
+  size_t Compressing = 0; // chunks being stored now
+  bool Started = false, CannotStart = false;
   std::vector<std::thread> Threads;
 };
 

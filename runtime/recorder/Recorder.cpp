@@ -142,12 +142,11 @@ bool Recorder::begin() {
     DeviceName = Name;
   Capture.start(Context);
   // Half the processors (at most 8) compress as the application's threads
-  // do; the rest, to 32 in all, only where a processor would idle.
+  // do; the rest, to 32 in all, only where a processor would idle. The
+  // writer starts them as instances need them.
   WriterProcessors = writerProcessors();
   WriterThreads = std::min(8u, std::max(1u, WriterProcessors / 2));
-  Began = now();
   Instances.start(O.ZstdLevel, WriterThreads, WriterProcessors - WriterThreads);
-  WriterStartSeconds += now() - Began;
   State = Mode::Recording;
   return true;
 }
@@ -492,12 +491,12 @@ void Recorder::finish() {
     std::snprintf(Line, sizeof Line,
                   "the recorder's start took %.1f ms (%.1f ms reserving the VA window); %llu "
                   "launch(es) passed on unrecorded, %.2f us each to decide; of the start, "
-                  "%.1f ms the CUDA context, %.1f ms opening the database, %.1f ms starting "
-                  "the writer's %u compressing threads",
+                  "%.1f ms the CUDA context, %.1f ms opening the database; the writer "
+                  "starts up to %u compressing threads as instances need them",
                   StartSeconds * 1e3, WindowSeconds * 1e3,
                   static_cast<unsigned long long>(PassedOn),
                   PassedOn ? PassOnSeconds / PassedOn * 1e6 : 0.0, ContextSeconds * 1e3,
-                  DatabaseSeconds * 1e3, WriterStartSeconds * 1e3, WriterProcessors);
+                  DatabaseSeconds * 1e3, WriterProcessors);
     report(Line);
     reportTimeline(T0);
   }
@@ -532,8 +531,9 @@ void Recorder::reportTimeline(double FinishBegan) const {
   WriterStats W = Instances.writerStats();
   std::snprintf(Line, sizeof Line,
                 "the writer: %.3f s copying staged bytes to the host (%u threads), %.3f s "
-                "compressing and writing (%u threads), summed over its threads; %.1f ms setting "
-                "up %u fetcher(s); %llu chunk(s), %.1f MiB, stored uncompressed at exit",
+                "compressing and writing (%u threads), summed over the threads it started; "
+                "%.1f ms setting up %u fetcher(s); %llu chunk(s), %.1f MiB, stored "
+                "uncompressed at exit",
                 W.FetchSeconds, W.FetchThreads, W.StoreSeconds, W.StoreThreads,
                 C.FetcherSetupSeconds * 1e3, C.Fetchers,
                 static_cast<unsigned long long>(W.RawAtExitChunks),

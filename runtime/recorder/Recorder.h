@@ -99,9 +99,9 @@ private:
   // Where the time went, reported with --verbose: queueing instances, the
   // start (the VA window's reservation among it), deciding not to record.
   double SubmitSeconds = 0, StartSeconds = 0, WindowSeconds = 0, PassOnSeconds = 0;
-  // Of StartSeconds (every start, as it), for --verbose: the runtime's context, the
-  // database, the writer's threads.
-  double ContextSeconds = 0, DatabaseSeconds = 0, WriterStartSeconds = 0;
+  // Of StartSeconds (every start, as it), for --verbose: the runtime's context and
+  // the database.
+  double ContextSeconds = 0, DatabaseSeconds = 0;
   uint64_t PassedOn = 0;
   // The application's threads' time in recording instances (the first's
   // apart: it sets the capture up), and the moments the timeline reports.

@@ -25,19 +25,27 @@ def test_staging_blocks_are_reused_freed_and_kept_as_documented(tmp_path):
     assert run([str(harness)]).stdout.strip() == "ok"
 
 
-def test_a_few_pieces_take_one_fetch_thread_and_many_take_them_all(tmp_path):
+def test_the_writer_starts_its_threads_as_the_work_needs_them(tmp_path):
     harness = build("fetch_ranks", ["recorder/DatabaseWriter.cpp", "recorder/Options.cpp",
                                     "src/SnapshotStore.cpp", "src/ContentHash.cpp",
                                     "src/Sha256.cpp"], tmp_path, "-lzstd", "-lpthread")
 
-    def fetch(pieces: int) -> tuple[int, int]:
-        """(pieces fetched, threads that fetched them) for one job of `pieces`."""
-        out = run([str(harness), str(tmp_path / f"db{pieces}"), str(pieces)]).stdout.split()
-        return int(out[0]), int(out[1])
+    def fetch(pieces: int, chunks: int = 1) -> list[int]:
+        """Pieces fetched, threads that fetched them, fetch and compressing threads started,
+        and the process's threads besides its main one, for one job of `pieces`."""
+        db = tmp_path / f"db{pieces}.{chunks}"
+        return [int(x) for x in run([str(harness), str(db), str(pieces), str(chunks)]).stdout.split()]
 
-    assert fetch(2) == (2, 1)
-    fetched, threads = fetch(12)
-    assert fetched == 12 and threads >= 3  # of 4; a thread slow to wake may find too few left
+    # Nothing recorded, no thread: each costs the process's exit.
+    assert fetch(0) == [0, 0, 0, 0, 0]
+    # A few pieces and one chunk: a commit, a fetch and a compressing thread.
+    assert fetch(2) == [2, 1, 1, 1, 3]
+    fetched, threads, fetchers, compressors, started = fetch(12)
+    # Every piece once, on up to 4 threads (one slow to wake may find too few left).
+    assert fetched == 12 and 3 <= threads <= fetchers == 4
+    assert compressors == 1 and started == 1 + fetchers + compressors
+    # Sixteen chunks queued at once: as many compressing threads as it may start (4).
+    assert fetch(1, 16)[2:] == [1, 4, 6]
 
 
 def test_small_staged_copies_share_a_fetch_and_a_large_one_is_split(tmp_path):
