@@ -6,10 +6,12 @@ library's destructors. With the parent's spawn and reaping, each run splits in
 three stretches:
 
 - to load: the spawn to the application's load (a launcher's own start among it);
-- the run: the load to the last exit handler (the CUDA context, the kernels, the
-  exit handlers, the recorder's work at exit);
+- the run: the load to the last exit handler, after every library's destructors
+  (the CUDA context, the kernels, the exit handlers, the recorder's work at exit,
+  the CUDA runtime's and driver's own teardown in the process);
 - the exit: the last exit handler to the reaping (the kernel's teardown of the
-  process and its CUDA context; under a launcher, also the launcher's own end).
+  process and what is left of its CUDA context; under a launcher, also the
+  launcher's own end).
 
 A variant is a command put before the application (`{db}` becomes a fresh
 directory each run); `--preloaded` adds the installed recorder preloaded with no
@@ -66,8 +68,15 @@ def one_run(command: list[str], preload: str, workdir: Path) -> tuple[float, ...
     if done.returncode != 0:
         raise SystemExit(f"run_stretches: {shlex.join(command)} exited with "
                          f"{done.returncode}; run it by hand to see why")
-    # The application writes first: a launcher waits for it, then ends.
-    loaded, last = (int(x) for x in stamps.read_text().splitlines()[0].split())
+    # The application's own line, not a launcher's or a helper process's.
+    app = os.path.realpath(command[-1])
+    lines = [line.split(" ", 3) for line in
+             (stamps.read_text().splitlines() if stamps.exists() else [])]
+    mine = [fields for fields in lines if len(fields) == 4 and fields[3] == app]
+    if not mine:
+        raise SystemExit(f"run_stretches: {app} left no stamp (it ended without its exit "
+                         "handlers, or could not write to the temporary directory)")
+    loaded, last = int(mine[-1][1]), int(mine[-1][2])
     return tuple(ms / 1e6 for ms in (loaded - spawned, last - loaded, reaped - last,
                                      reaped - spawned))
 
@@ -88,6 +97,12 @@ def main() -> int:
     missing = [a for a in args.apps if not os.access(a, os.X_OK)]
     if missing:
         parser.error(f"not an executable: {missing[0]}")
+    if {"native", "preloaded"} & set(args.variant):
+        parser.error("a --variant is a command put before the application; "
+                     "'native' and 'preloaded' name the built-in ones")
+    # A recorder preloaded with no database must not find one in the environment.
+    for name in [n for n in os.environ if n.startswith("MNEME_")]:
+        del os.environ[name]
 
     with tempfile.TemporaryDirectory(prefix="mneme-stretches-") as tmp:
         workdir = Path(tmp)

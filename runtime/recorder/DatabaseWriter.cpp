@@ -53,7 +53,7 @@ bool DatabaseWriter::startFirstThreads() {
     ++FetchThreads;
     Threads.emplace_back([this] { compressLoop(false); });
     ++OrdinaryThreads, ++StoreThreads;
-  } catch (const std::system_error &E) {
+  } catch (const std::exception &E) {
     fail(std::string("cannot start its threads (") + E.what() + ")");
     return false;
   }
@@ -79,7 +79,11 @@ void DatabaseWriter::grow() {
       Threads.emplace_back([this] { compressLoop(true); });
       ++IdleThreads, ++StoreThreads;
     }
-  } catch (const std::system_error &) {
+  } catch (const std::exception &) {
+    // Not asked again: the threads started are the most there will be.
+    MostFetch = FetchThreads;
+    MostOrdinary = OrdinaryThreads;
+    MostIdle = IdleThreads;
   }
 }
 

@@ -77,8 +77,9 @@ public:
   ~DatabaseWriter(); // waits for everything submitted
   // Queues an instance; blocks while too much host memory is pending.
   void submit(std::unique_ptr<InstanceJob> Job);
-  // Waits for every job submitted; MoreThreads compressing threads are
-  // added first where chunks are still queued (they stay for later jobs).
+  // Waits for every job submitted; where chunks are still queued, up to
+  // MoreThreads more compressing threads may start for them first (the
+  // writer keeps them for later jobs).
   // Raw: chunks not yet started are stored uncompressed (writing them
   // takes a fraction of compressing them; `mneme compact` compresses them
   // later).

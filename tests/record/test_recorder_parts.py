@@ -32,7 +32,7 @@ def test_the_writer_starts_its_threads_as_the_work_needs_them(tmp_path):
 
     def fetch(pieces: int, chunks: int = 1) -> list[int]:
         """Pieces fetched, threads that fetched them, fetch and compressing threads started,
-        and the process's threads besides its main one, for one job of `pieces`."""
+        and the threads the process gained, for one job of `pieces`."""
         db = tmp_path / f"db{pieces}.{chunks}"
         return [int(x) for x in run([str(harness), str(db), str(pieces), str(chunks)]).stdout.split()]
 

@@ -2,7 +2,7 @@
 // fetched once, a job of few pieces fetched by one thread (thread k joins
 // only while more than 2k pieces wait), many pieces spread over the threads.
 // Usage: fetch_ranks DATABASE_DIR PIECES [CHUNKS]
-//   -> "<fetched> <distinct threads> <fetch threads> <compressing threads> <process threads>"
+//   -> "<fetched> <distinct threads> <fetch threads> <compressing threads> <threads started>"
 // (the last three as the writer started them; PIECES 0 submits nothing; CHUNKS, 1 by
 // default, distinct chunks of 4 KiB to store).
 #include "DatabaseWriter.h"
@@ -43,6 +43,7 @@ int main(int Argc, char **Argv) {
   std::set<std::thread::id> Threads;
   int Fetched = 0, Started = 0;
   WriterStats Stats;
+  const int Before = processThreads(); // the main thread and any a preloaded library runs
   {
     DatabaseWriter Writer(Dir, 1, 4);
     if (Pieces > 0) {
@@ -66,7 +67,7 @@ int main(int Argc, char **Argv) {
       Writer.submit(std::move(Job));
       Writer.drain();
     }
-    Started = processThreads() - 1;
+    Started = processThreads() - Before;
     Stats = Writer.stats();
   }
   std::printf("%d %zu %u %u %d\n", Fetched, Threads.size(), Stats.FetchThreads,
