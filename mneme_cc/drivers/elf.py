@@ -69,7 +69,12 @@ def _archive_members(name: str, data: memoryview) -> Iterator[Member]:
         try:
             size = int(header[48:58].decode("ascii").strip())
         except ValueError:
-            raise BinaryFormatError(f"{name}: malformed archive member header at offset {pos}") from None
+            size = -1
+        if size < 0 or header[58:60] != b"`\n":
+            raise BinaryFormatError(f"{name}: malformed archive member header at offset {pos}")
+        if pos + 60 + size > len(data):
+            raise BinaryFormatError(f"{name}: archive member {raw_name!r} at offset {pos} runs "
+                                    "past the end of the file (truncated?)")
         body = data[pos + 60:pos + 60 + size]
         pos += 60 + size + (size & 1)
         if raw_name == "//":  # GNU table of long names
@@ -79,7 +84,11 @@ def _archive_members(name: str, data: memoryview) -> Iterator[Member]:
             continue
         if raw_name.startswith("/") and raw_name[1:].isdigit():
             start = int(raw_name[1:])
-            raw_name = long_names[start:long_names.index(b"/\n", start)].decode("utf-8", "replace")
+            end = long_names.find(b"/\n", start)
+            if end < 0:
+                raise BinaryFormatError(f"{name}: archive member {raw_name!r} names no entry of "
+                                        "the archive's table of long names")
+            raw_name = long_names[start:end].decode("utf-8", "replace")
         member = raw_name.rstrip("/")
         if bytes(body[:4]) == _ELF_MAGIC:
             yield Member(f"{name}({member})", body)

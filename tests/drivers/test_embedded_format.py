@@ -100,6 +100,33 @@ def test_archive_members_are_read(tmp_path):
     assert [m.kernels[0].name for m in modules] == ["_Z9variant_1Pi", "_Z9variant_2Pi"]
 
 
+def _ar_member(name: bytes, body: bytes) -> bytes:
+    header = name.ljust(16) + b"0".ljust(12) + b"0".ljust(6) + b"0".ljust(6) + b"644".ljust(8)
+    return header + str(len(body)).encode().ljust(10) + b"`\n" + body + b"\n" * (len(body) & 1)
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda whole: whole[:-40], r"archive member 'k\.o/' at offset 8 runs past the end"),
+    (lambda whole: whole.replace(b"`\n", b"xx", 1), r"malformed archive member header at offset 8"),
+    (lambda whole: whole.replace(b"k.o/", b"/99 ", 1), r"archive member '/99' names no entry"),
+])
+def test_a_damaged_archive_is_named_as_damaged(tmp_path, damage, message):
+    elf = b"\x7fELF\x02\x01" + bytes(58)  # a header with no sections
+    whole = b"!<arch>\n" + _ar_member(b"k.o/", elf + bytes(100))
+    assert len(elf_members(_write(tmp_path / "good.a", whole))) == 1
+    bad = _write(tmp_path / "bad.a", damage(whole))
+    with pytest.raises(BinaryFormatError, match=r"bad\.a: " + message):
+        elf_members(bad)
+    proc = run(["mneme", "inspect", str(bad)], check=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "bad.a" in proc.stderr
+
+
+def _write(path, data: bytes):
+    path.write_bytes(data)
+    return path
+
+
 def test_stripping_keeps_the_ir(tmp_path):
     exe = tmp_path / "app"
     run(["mneme-cxx", str(SAMPLES / "multi" / "app" / "main.cu"),
