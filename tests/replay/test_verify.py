@@ -218,6 +218,13 @@ def test_the_expected_epilogue_is_made_on_the_device_from_the_prologue(tmp_path,
     for region in (left[0], written[0]):
         copy = state.expected.on_device(region)
         assert memory.read(copy, region.size) == region.read().tobytes() != b"\xff" * region.size
+    # What verification puts back into an allocation the recording never
+    # wrote comes from that device copy, not from the database again.
+    inst.db.read_chunk = lambda digest: read.append(digest) or db_read(digest)
+    read.clear()
+    state.put_back(left[0])
+    inst.db.read_chunk = db_read
+    assert not read and memory.read(left[0].address, left[0].size) == left[0].read().tobytes()
     # A forged epilogue whose allocation is not its prologue's size is read
     # from the database, never copied past the prologue's copy.
     half = written[0].size // 2

@@ -94,9 +94,12 @@ class DeviceState:
                 self.device.copy_dtod_async(globals_[name], copy, size, "restoring")
 
     def put_back(self, region) -> None:
-        """Writes an allocation's recorded prologue into it again."""
-        prologue = self.instance.prologue.region(region.address, region.kind)
-        dev.copy_to_device(region.address, prologue.read())
+        """Writes the recorded bytes of an allocation the recording never wrote
+        (an epilogue's region that lists no change) into it again: from
+        verification's device copy, which holds them, not from the database."""
+        if region.size:
+            self.device.copy_dtod(region.address, self.expected.on_device(region), region.size,
+                                  "restoring memory")
         self.device.finish_copies("restoring memory")  # before the stream's next launch
 
     def output_addresses(self, globals_: dict[str, int]) -> list[tuple]:

@@ -73,12 +73,8 @@ class ExpectedOutput:
     def _prologue_copy(self, region) -> int | None:
         """Where the device holds the prologue of an epilogue's allocation of
         the same size, to write its changes over; None: read it from the database."""
-        if not region.lists_changes:
-            return None
-        if region.address in self.prologues:
-            copy, size = self.prologues[region.address]
-            return copy if size == region.size else None
-        return None
+        copy, size = self.prologues.get(region.address, (None, None))
+        return copy if region.lists_changes and size == region.size else None
 
     def close(self) -> None:
         for copy in self._on_device.values():
