@@ -361,6 +361,15 @@ def sample(runner: Runner, path: str, repeats: int, launches: tuple[int, int]) -
     print(f"recorded instance: {(kept - dropped) / instances * 1e3:.2f} ms each "
           f"({instances} instances, {raw / instances / 2**20:.1f} MiB raw and {moved:.1f} MiB "
           "copied to the host each)")
+    # The wall-time difference carries the runs' spread and charges the instances
+    # with the launches past the limit (decided slower than filtered ones); -v
+    # times what the instances themselves take on the application's threads.
+    took = re.search(r"(\d+) instance\(s\) took ([\d.]+) ms on the application's", verbose)
+    decide = re.search(r"(\d+) launch\(es\) passed on unrecorded, ([\d.]+) us each", verbose)
+    if took and int(took.group(1)):
+        print(f"  on the application's threads (-v): {float(took.group(2)) / int(took.group(1)):.2f}"
+              f" ms each; {decide.group(1) if decide else '?'} launches passed on, "
+              f"{decide.group(2) if decide else '?'} µs each to decide")
     gbps = device_to_host_gbps()
     if gbps:
         print(f"  device-to-host bandwidth {gbps:.1f} GB/s (pinned, 256 MiB): the target is "
