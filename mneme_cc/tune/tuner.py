@@ -108,10 +108,11 @@ class Tuner:
             self.space.run["verify"] = settings.verify
         self.name = settings.study_name or f"{instance.name}-{settings.space.replace('/', '_')}"
         self.out = Path(settings.out_dir or instance.db.path / "tune" / self.name)
-        self.study_dir = StudyDir.create(self.out)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        # A storage that cannot be opened is refused before the study directory exists.
         storage = open_storage(settings.storage, self.out)
+        self.study_dir = StudyDir.create(self.out)
         self.storage_name = describe(settings.storage, self.out)
         directions = ["minimize"] * len(settings.objectives)
         existing = optuna.study.get_all_study_names(storage)

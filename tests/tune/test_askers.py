@@ -10,6 +10,7 @@ import optuna
 import pytest
 from tune_doubles import H100, FakeExecutor, HangingExecutor, SlowFakeExecutor, assert_one_study
 
+from mneme_cc.errors import UsageError
 from mneme_cc.replay import outcome as oc
 from mneme_cc.tune import askers
 from mneme_cc.tune.tuner import Tuner, TuneSettings
@@ -151,3 +152,9 @@ def test_sqlite_gets_no_askers_unless_asked(instance, tmp_path, monkeypatch):
     pool = askers.start(study(instance, tmp_path, storage=url, askers=1, study_name="two"))
     assert pool is not None and len(pool.processes) == 1
     pool.close()
+
+
+def test_a_storage_that_cannot_be_opened_leaves_no_study_directory(instance, tmp_path):
+    with pytest.raises(UsageError, match="--storage bogus://x: "):
+        study(instance, tmp_path, storage="bogus://x")
+    assert not (tmp_path / "study").exists()
