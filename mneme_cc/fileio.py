@@ -25,10 +25,26 @@ def _parent_is_a_directory(path: Path) -> None:
                          "place)")
 
 
+def replaceable(path: Path) -> None:
+    """A one-line UsageError when path is there and is no regular file: renaming
+    a new file over a directory fails, and over a FIFO, a device or a socket
+    (/dev/stdout) it would take that node's place."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if stat.S_ISDIR(mode):
+        raise UsageError(f"{path} is a directory: give a file name")
+    if not stat.S_ISREG(mode):
+        raise UsageError(f"{path} is not a regular file (a FIFO, a device or a socket), and "
+                         "is written by renaming a new file over it: give a file name")
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """Writes text to a temporary name beside path, then renames it over path;
     a failed write (a full disk) leaves no temporary file behind."""
     _parent_is_a_directory(path)
+    replaceable(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(text)

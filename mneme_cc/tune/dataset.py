@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mneme_cc.errors import MnemeError, UsageError
-from mneme_cc.fileio import write_text_atomic
+from mneme_cc.fileio import replaceable, write_text_atomic
 from mneme_cc.replay import outcome as oc
 from mneme_cc.tune.study_dir import find_studies
 
@@ -158,8 +158,7 @@ def t4_results(table_rows: list[dict[str, Any]]) -> dict[str, Any]:
 def export_dataset(database: Path, out: Path, form: str | None = None, progress=None) -> int:
     """Writes the dataset; returns the number of rows (trials) written (`progress`:
     as for rows())."""
-    if out.is_dir():
-        raise UsageError(f"{out} is a directory: give a file name")
+    replaceable(out)
     form = form or {".parquet": "parquet", ".json": "t4"}.get(out.suffix)
     if form not in ("parquet", "t4"):
         raise UsageError(f"{out}: say the format with --format parquet|t4 (or name the file "

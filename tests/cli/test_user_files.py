@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 
 import pytest
 from conftest import run
@@ -53,6 +54,18 @@ def test_a_fifo_or_a_directory_given_as_a_json_file_is_refused_without_reading(t
         ReplayConfig.load(fifo)
     with pytest.raises(UsageError, match="a directory, not a ReplayConfig"):
         ReplayConfig.load(tmp_path)
+
+
+def test_an_output_that_is_a_fifo_or_a_directory_is_refused_and_left_in_place(tmp_path):
+    from mneme_cc.fileio import write_text_atomic
+
+    fifo = tmp_path / "report.json"
+    os.mkfifo(fifo)
+    with pytest.raises(UsageError, match="report.json is not a regular file"):
+        write_text_atomic(fifo, "{}")
+    with pytest.raises(UsageError, match="is a directory: give a file name"):
+        write_text_atomic(tmp_path, "{}")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and sorted(os.listdir(tmp_path)) == ["report.json"]
 
 
 def test_export_refuses_a_best_json_that_is_missing_a_fifo_or_not_a_time(tmp_path):

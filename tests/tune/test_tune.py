@@ -10,6 +10,7 @@ import dataclasses
 import itertools
 import json
 import os
+import stat
 import time
 from concurrent.futures import Future
 from pathlib import Path
@@ -1189,13 +1190,17 @@ def test_the_dataset_holds_every_trial_as_parquet_and_as_t4(instance, tmp_path):
         assert result["correctness"] == (1 if line["outcome"] == oc.VERIFIED else 0)
         assert result["times"]["runtimes"] == line["samples_ms"]
     assert t4["results"][0]["times"]["compilation_time"] == 0.25
+    fifo = tmp_path / "pipe.parquet"
+    os.mkfifo(fifo)
     for args, message in (
             (["--out", str(tmp_path / "x.csv")], "say the format with --format"),
             (["--out", str(tmp_path)], "is a directory"),
+            (["--out", str(fifo)], "is not a regular file"),
             (["--out", str(tmp_path / "x.json"), "-rdb", str(tmp_path / "none")],
              "no such record database")):
         out = run(["mneme", "dataset", "-rdb", db, *args], check=False)
         assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # left in place
 
 
 def test_a_worker_that_cannot_be_restarted_answers_died_and_never_raises(tmp_path):
