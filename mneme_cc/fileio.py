@@ -25,26 +25,28 @@ def _parent_is_a_directory(path: Path) -> None:
                          "place)")
 
 
-def replaceable(path: Path) -> None:
-    """A one-line UsageError when path is there and is no regular file: renaming
-    a new file over a directory fails, and over a FIFO, a device or a socket
-    (/dev/stdout) it would take that node's place."""
+def replaceable(path: Path) -> Path:
+    """The file to rename a new one over in path's place: path, or the regular
+    file a symbolic link at path names (the link stays). A one-line UsageError
+    when path is there and is no regular file: renaming over a directory fails,
+    and over a FIFO, a device or a socket (/dev/stdout) would take its place."""
     try:
         mode = os.stat(path).st_mode
     except (FileNotFoundError, NotADirectoryError):
-        return
+        return path
     if stat.S_ISDIR(mode):
         raise UsageError(f"{path} is a directory: give a file name")
     if not stat.S_ISREG(mode):
         raise UsageError(f"{path} is not a regular file (a FIFO, a device or a socket), and "
                          "is written by renaming a new file over it: give a file name")
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Writes text to a temporary name beside path, then renames it over path;
     a failed write (a full disk) leaves no temporary file behind."""
     _parent_is_a_directory(path)
-    replaceable(path)
+    path = replaceable(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(text)

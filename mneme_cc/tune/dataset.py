@@ -158,15 +158,15 @@ def t4_results(table_rows: list[dict[str, Any]]) -> dict[str, Any]:
 def export_dataset(database: Path, out: Path, form: str | None = None, progress=None) -> int:
     """Writes the dataset; returns the number of rows (trials) written (`progress`:
     as for rows())."""
-    replaceable(out)
+    target = replaceable(out)
     form = form or {".parquet": "parquet", ".json": "t4"}.get(out.suffix)
     if form not in ("parquet", "t4"):
         raise UsageError(f"{out}: say the format with --format parquet|t4 (or name the file "
                          "*.parquet or *.json)")
     table_rows = rows(database, progress)
     if form == "parquet":
-        write_parquet(table_rows, out)
+        write_parquet(table_rows, target)
         return len(table_rows)
     document = t4_results(table_rows)
-    write_text_atomic(out, json.dumps(document, indent=1))
+    write_text_atomic(target, json.dumps(document, indent=1))
     return len(document["results"])

@@ -57,6 +57,7 @@ def test_a_fifo_or_a_directory_given_as_a_json_file_is_refused_without_reading(t
 
 
 def test_an_output_that_is_a_fifo_or_a_directory_is_refused_and_left_in_place(tmp_path):
+    """Renaming a new file over /dev/stdout would replace the link, not write it."""
     from mneme_cc.fileio import write_text_atomic
 
     fifo = tmp_path / "report.json"
@@ -66,6 +67,14 @@ def test_an_output_that_is_a_fifo_or_a_directory_is_refused_and_left_in_place(tm
     with pytest.raises(UsageError, match="is a directory: give a file name"):
         write_text_atomic(tmp_path, "{}")
     assert stat.S_ISFIFO(os.stat(fifo).st_mode) and sorted(os.listdir(tmp_path)) == ["report.json"]
+    # Through a link to a FIFO as well; through a link to a file, the file is written.
+    (tmp_path / "via-fifo").symlink_to(fifo)
+    with pytest.raises(UsageError, match="not a regular file"):
+        write_text_atomic(tmp_path / "via-fifo", "{}")
+    (tmp_path / "real.json").write_text("old")
+    (tmp_path / "via-file").symlink_to(tmp_path / "real.json")
+    write_text_atomic(tmp_path / "via-file", "new")
+    assert (tmp_path / "via-file").is_symlink() and (tmp_path / "real.json").read_text() == "new"
 
 
 def test_export_refuses_a_best_json_that_is_missing_a_fifo_or_not_a_time(tmp_path):
