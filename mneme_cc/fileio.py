@@ -42,18 +42,27 @@ def replaceable(path: Path) -> Path:
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Writes text to a temporary name beside path, then renames it over path;
-    a failed write (a full disk) leaves no temporary file behind."""
+@contextlib.contextmanager
+def replaced_atomically(path: Path) -> Iterator[Path]:
+    """A temporary name beside path (beside the file a link at path names) to
+    write; once the block ends, it is renamed over that file, so a reader sees
+    the old content or the new. A failed write (a full disk) leaves no
+    temporary file behind."""
     _parent_is_a_directory(path)
     path = replaceable(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(text)
+        yield tmp
         tmp.replace(path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Writes text in path's place (`replaced_atomically`)."""
+    with replaced_atomically(path) as tmp:
+        tmp.write_text(text)
 
 
 @contextlib.contextmanager

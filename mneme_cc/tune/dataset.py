@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mneme_cc.errors import MnemeError, UsageError
-from mneme_cc.fileio import replaceable, write_text_atomic
+from mneme_cc.fileio import replaceable, replaced_atomically, write_text_atomic
 from mneme_cc.replay import outcome as oc
 from mneme_cc.tune.study_dir import find_studies
 
@@ -112,13 +112,8 @@ def write_parquet(table_rows: list[dict[str, Any]], path: Path) -> None:
             value = row.get(key)
             values.append(json.dumps(value, sort_keys=True) if key in _JSON_COLUMNS
                           and value is not None else value)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
+    with replaced_atomically(path) as tmp:
         pq.write_table(pa.table(columns), tmp)
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def t4_results(table_rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -158,15 +153,15 @@ def t4_results(table_rows: list[dict[str, Any]]) -> dict[str, Any]:
 def export_dataset(database: Path, out: Path, form: str | None = None, progress=None) -> int:
     """Writes the dataset; returns the number of rows (trials) written (`progress`:
     as for rows())."""
-    target = replaceable(out)
+    replaceable(out)  # refused before the studies are read
     form = form or {".parquet": "parquet", ".json": "t4"}.get(out.suffix)
     if form not in ("parquet", "t4"):
         raise UsageError(f"{out}: say the format with --format parquet|t4 (or name the file "
                          "*.parquet or *.json)")
     table_rows = rows(database, progress)
     if form == "parquet":
-        write_parquet(table_rows, target)
+        write_parquet(table_rows, out)
         return len(table_rows)
     document = t4_results(table_rows)
-    write_text_atomic(target, json.dumps(document, indent=1))
+    write_text_atomic(out, json.dumps(document, indent=1))
     return len(document["results"])
