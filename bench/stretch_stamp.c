@@ -21,7 +21,8 @@ static long long nowNs(void) {
   return T.tv_sec * 1000000000LL + T.tv_nsec;
 }
 
-static void lastHandler(void) {
+static void lastHandler(void *Unused) {
+  (void)Unused;
   long long Now = nowNs();
   const char *Path = getenv("MNEME_STAMP_FILE");
   if (!Path)
@@ -42,12 +43,7 @@ static void lastHandler(void) {
 
 extern int __cxa_atexit(void (*Handler)(void *), void *Argument, void *Library);
 
-static void lastHandlerOf(void *Unused) {
-  (void)Unused;
-  lastHandler();
-}
-
 __attribute__((constructor)) static void onLoad(void) {
   Loaded = nowNs();
-  __cxa_atexit(lastHandlerOf, NULL, NULL);
+  __cxa_atexit(lastHandler, NULL, NULL);
 }
